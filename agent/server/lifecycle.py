@@ -1,0 +1,465 @@
+"""Starting, watching and stopping llama-server from a profile.
+
+`plan_launch` resolves everything that can be checked before a process exists (binary, model files,
+flags against the binary's dialect). `start` runs the plan as a child in its own process group with
+its output in a log file, waits on /health, and turns an early exit into a diagnosis from the log.
+`stop` sends SIGTERM to the group, waits a grace period, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx2
+
+from agent.errors import ServerError
+from agent.server.dialect import BinaryCapabilities, read_capabilities, translate_args
+from agent.server.profiles import EMBEDDED, LOOPBACK_HOSTS, ServerProfile
+from agent.server.registry import ServerRecord, ServerRegistry, process_start_time
+
+# (seconds since start, what the server is doing)
+StartProgress = Callable[[float, str], None]
+
+
+def api_root(base_url: str) -> str:
+    """The server's root, where llama-server's /health, /props and /metrics live."""
+    url = base_url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def openai_base_url(base_url: str) -> str:
+    """The base URL the OpenAI client wants: the root plus /v1 unless a path is given."""
+    url = base_url.rstrip("/")
+    path = url.split("://", 1)[-1].partition("/")[2]
+    return url if path else url + "/v1"
+
+
+@dataclass
+class LaunchPlan:
+    """A profile resolved against this machine: exactly what will be executed."""
+
+    profile: ServerProfile
+    binary: Path
+    capabilities: BinaryCapabilities
+    argv: list[str]
+    env: dict[str, str]
+    host: str
+    port: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def base_url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        return f"http://{host}:{self.port}"
+
+    def command_line(self) -> str:
+        import shlex
+
+        return shlex.join([str(self.binary), *self.argv])
+
+
+@dataclass
+class MachinePaths:
+    """Where this machine keeps things; passed in so tests can point them at temp dirs."""
+
+    models_dir: Path
+    cache_dir: Path
+    state_dir: Path
+    embedded_binary: Callable[[], Path]
+    embedded_model: Callable[[], Path]
+    embedded_templates: Callable[[], Path]
+
+
+def resolve_binary(profile: ServerProfile, paths: MachinePaths, override: str | None = None) -> Path:
+    spec = override or profile.binary
+    if spec == EMBEDDED:
+        return paths.embedded_binary()
+    expanded = os.path.expandvars(spec)
+    if "$" in expanded:
+        var = expanded[expanded.index("$") :].split("/")[0].strip("${}")
+        raise ServerError(
+            f"profile '{profile.name}' runs the binary named by ${var}, which is not set",
+            f'The profile says binary = "{spec}".',
+            f"Point it at your llama-server build, e.g. `export {var}=~/beellama.cpp/llama-server`, "
+            "or pass --binary PATH.",
+        )
+    path = Path(expanded).expanduser()
+    if not path.is_file():
+        raise ServerError(
+            f"llama-server binary not found: {path}",
+            f"Profile '{profile.name}' names it as its binary.",
+            "Build it (see the profile's description) or fix the path; LLAMA_SERVER_BIN or --binary "
+            "override it.",
+        )
+    if not os.access(path, os.X_OK):
+        raise ServerError(f"{path} is not executable", fix=f"chmod +x {path}")
+    return path
+
+
+def resolve_model_file(value: str, what: str, profile: ServerProfile, paths: MachinePaths) -> Path:
+    if value == EMBEDDED:
+        return paths.embedded_model()
+    path = Path(os.path.expandvars(value)).expanduser()
+    if not path.is_absolute():
+        path = paths.models_dir / path
+    if not path.is_file():
+        raise ServerError(
+            f"the {what} of profile '{profile.name}' is missing: {path}",
+            f"The profile names '{value}', looked up in the models dir {paths.models_dir}."
+            if not Path(value).expanduser().is_absolute()
+            else f"The profile names {value}.",
+            "Download the file there, or set AGENT_MODELS_DIR (or models_dir in config.toml) to the "
+            "folder that holds it. Nothing is downloaded for you.",
+        )
+    return path
+
+
+def _resolve_template(value: str, paths: MachinePaths) -> Path:
+    if value.startswith(EMBEDDED + ":"):
+        path = paths.embedded_templates() / value.split(":", 1)[1]
+    else:
+        path = Path(os.path.expandvars(value)).expanduser()
+    if not path.is_file():
+        raise ServerError(f"chat template file not found: {path}")
+    return path
+
+
+def plan_launch(
+    profile: ServerProfile,
+    paths: MachinePaths,
+    host: str | None = None,
+    port: int | None = None,
+    binary: str | None = None,
+    api_key: str | None = None,
+    ctx_size: int | None = None,
+) -> LaunchPlan:
+    if profile.kind == "attach":
+        raise ServerError(
+            f"profile '{profile.name}' attaches to {profile.base_url}; it is never started here",
+            fix=profile.launch or "Start that server yourself, then run the agent with this profile.",
+        )
+    if ctx_size is not None:
+        profile = profile.model_copy(update={"ctx_size": ctx_size})
+    bin_path = resolve_binary(profile, paths, binary)
+    model = resolve_model_file(profile.model or "", "model", profile, paths) if profile.model else None
+    if model is None:
+        raise ServerError(f"profile '{profile.name}' names no model", fix="Set `model = ...` in the profile.")
+    spec = profile.speculative
+    draft = (
+        resolve_model_file(spec.draft_model, "draft model", profile, paths)
+        if spec and spec.draft_model
+        else None
+    )
+    template = _resolve_template(profile.chat_template_file, paths) if profile.chat_template_file else None
+    caps = read_capabilities(bin_path, paths.cache_dir)
+    host = host or profile.host
+    port = port or profile.port
+    raw = profile.server_args(str(model), str(draft) if draft else None, str(template) if template else None)
+    raw += ["--host", host, "--port", str(port)]
+    translated = translate_args(raw, caps, profile.name)
+    notes = []
+    if translated.notes:
+        notes.append(
+            f"profile written for {profile.dialect}, binary speaks {caps.dialect}: "
+            + ", ".join(translated.notes)
+        )
+    env = {**os.environ, **profile.env}
+    if api_key:
+        env["LLAMA_API_KEY"] = api_key  # the environment, not argv: argv is visible to every user in ps
+    if host not in LOOPBACK_HOSTS and not api_key:
+        notes.append(
+            f"warning: listening on {host} without an API key; anyone on the network can use this "
+            "server. Set AGENT_API_KEY to require one."
+        )
+    return LaunchPlan(profile, bin_path, caps, translated.argv, env, host, port, notes)
+
+
+@dataclass
+class ServerHandle:
+    """A running server: one we started (with its Popen), or one of ours found in the registry."""
+
+    record: ServerRecord
+    reused: bool = False
+    process: subprocess.Popen | None = None
+
+    @property
+    def base_url(self) -> str:
+        return self.record.base_url
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def health(base_url: str, timeout: float = 2.0) -> tuple[int, str]:
+    """(HTTP status, body) of /health; (0, reason) when nothing answers."""
+    try:
+        response = httpx2.get(api_root(base_url) + "/health", timeout=timeout)
+    except httpx2.HTTPError as exc:
+        return 0, f"{type(exc).__name__}: {exc}"
+    return response.status_code, response.text
+
+
+def start(
+    plan: LaunchPlan,
+    registry: ServerRegistry,
+    log_dir: Path,
+    progress: StartProgress | None = None,
+    timeout: float | None = None,
+) -> ServerHandle:
+    """Start the planned server and wait until it is healthy; reuse ours if it already runs there."""
+    progress = progress or (lambda _t, _m: None)
+    existing = registry.at(plan.host, plan.port)
+    if existing:
+        if existing.profile == plan.profile.name and health(existing.base_url)[0] == 200:
+            return ServerHandle(existing, reused=True)
+        raise ServerError(
+            f"port {plan.port} is taken by our own server for profile '{existing.profile}' (pid {existing.pid})",
+            fix=f"Stop it with `agent server stop {existing.profile}`, or pass --port to use another port.",
+        )
+    if not port_is_free(plan.host, plan.port):
+        status, _ = health(plan.base_url, timeout=1.0)
+        what = "a server that answers /health (another llama-server?)" if status else "another program"
+        raise ServerError(
+            f"port {plan.port} on {plan.host} is in use by {what}",
+            "We did not start it, so we will not stop it.",
+            f"Pass --port to use another port, or attach to it with --base-url {plan.base_url}.",
+        )
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{plan.profile.name}-{plan.port}.log"
+    with log_path.open("wb") as log:
+        log.write(f"$ {plan.command_line()}\n".encode())
+        log.flush()
+        try:
+            proc = subprocess.Popen(
+                [str(plan.binary), *plan.argv],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=plan.env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise ServerError(f"could not execute {plan.binary}", str(exc)) from exc
+    handle = ServerHandle(
+        ServerRecord(
+            profile=plan.profile.name,
+            pid=proc.pid,
+            host=plan.host,
+            port=plan.port,
+            base_url=plan.base_url,
+            log_path=str(log_path),
+            binary=str(plan.binary),
+            argv=plan.argv,
+            started_at=time.time(),
+        ),
+        process=proc,
+    )
+    try:
+        handle.record.proc_start = process_start_time(proc.pid)
+        registry.add(handle.record)
+        _wait_until_healthy(handle, plan, progress, timeout or plan.profile.startup_timeout)
+    except BaseException:
+        # A failed start, a timeout or Ctrl+C: nothing may be left running.
+        stop(handle, registry, grace=3.0)
+        raise
+    return handle
+
+
+def _wait_until_healthy(
+    handle: ServerHandle, plan: LaunchPlan, progress: StartProgress, timeout: float
+) -> None:
+    proc = handle.process
+    assert proc is not None
+    log_path = Path(handle.record.log_path)
+    started = time.monotonic()
+    while True:
+        elapsed = time.monotonic() - started
+        code = proc.poll()
+        if code is not None:
+            raise diagnose_exit(plan, code, log_path)
+        status, _ = health(plan.base_url, timeout=1.0)
+        if status == 200:
+            _check_first_completion(plan)
+            progress(elapsed, "ready")
+            return
+        if elapsed > timeout:
+            raise ServerError(
+                f"llama-server for profile '{plan.profile.name}' did not become ready within {timeout:.0f} s",
+                "It is still running but /health never answered 200. Last lines of its log:\n"
+                + _tail_text(log_path),
+                f"A large model may need more time: raise startup_timeout in the profile. Log: {log_path}",
+            )
+        progress(elapsed, _loading_phase(log_path) or ("loading the model" if status == 503 else "starting"))
+        time.sleep(0.2)
+
+
+def _check_first_completion(plan: LaunchPlan) -> None:
+    """A DFlash server is only known good once it has drafted (FACTS.md: BeeLlama accepts a draft that
+    is not a DFlash model, turns healthy, then answers 500 "Invalid input batch" to every request)."""
+    spec = plan.profile.speculative
+    if not spec or "dflash" not in spec.type:
+        return
+    headers = (
+        {"Authorization": f"Bearer {plan.env['LLAMA_API_KEY']}"} if plan.env.get("LLAMA_API_KEY") else {}
+    )
+    body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}
+    try:
+        response = httpx2.post(
+            plan.base_url + "/v1/chat/completions", json=body, headers=headers, timeout=120
+        )
+    except httpx2.HTTPError:
+        return  # an unreachable server shows up on the next health poll or request, with its own error
+    if response.status_code >= 500:
+        message = response.text[:300]
+        meaning = (
+            "the draft model is not a DFlash model"
+            if "Invalid input batch" in message
+            else "its first completion failed"
+        )
+        raise ServerError(
+            f"llama-server for profile '{plan.profile.name}' started, but {meaning}",
+            f"A 2-token test request got HTTP {response.status_code}: {message}",
+            "speculative.draft_model must be a DFlash draft GGUF (architecture dflash-draft) made for this "
+            f"model. Log: {plan.profile.name}-{plan.port}.log in the state dir.",
+        )
+
+
+def _tail(path: Path, lines: int = 15) -> list[str]:
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            return f.read().decode("utf-8", "replace").splitlines()[-lines:]
+    except OSError:
+        return []
+
+
+def _tail_text(path: Path, lines: int = 15) -> str:
+    return "\n".join(f"  | {line}" for line in _tail(path, lines))
+
+
+def _loading_phase(log_path: Path) -> str:
+    for line in reversed(_tail(log_path, 5)):
+        for marker in ("load_model:", "load_tensors:", "llama_server:", "srv "):
+            if marker in line:
+                return line.split(marker, 1)[1].strip()[:80]
+    return ""
+
+
+# A line in the log of a server that exited while starting, and what it means for the user.
+_DIAGNOSES: list[tuple[str, str, str]] = [
+    (
+        "DFlash model has no target_layer_ids",
+        "the draft model is not a DFlash model",
+        "speculative.draft_model must be a DFlash draft GGUF (architecture dflash-draft) made for this "
+        "model, e.g. gemma4-31b-it-dflash-Q5_K_M.gguf for Gemma 4 31B.",
+    ),
+    (
+        "unknown speculative type",
+        "this llama-server does not know the speculative type",
+        "Use a --spec-type the binary lists in its --help, or a binary that has it.",
+    ),
+    (
+        "invalid argument",
+        "llama-server refused an argument",
+        "Remove or fix that flag in the profile.",
+    ),
+    (
+        "error while handling argument",
+        "llama-server refused an argument",
+        "Remove or fix that flag in the profile.",
+    ),
+    (
+        "couldn't bind",
+        "the port is already in use",
+        "Pass --port to use another port.",
+    ),
+    (
+        "out of memory",
+        "the model does not fit in memory",
+        "Lower ctx_size or gpu_layers in the profile, or use a smaller quantization.",
+    ),
+    (
+        "failed to allocate",
+        "the model does not fit in memory",
+        "Lower ctx_size or gpu_layers in the profile, or use a smaller quantization.",
+    ),
+    (
+        "failed to load model",
+        "llama-server could not load the model file",
+        "Check that the file is a complete GGUF this build supports (a partial download fails this way).",
+    ),
+]
+
+
+def diagnose_exit(plan: LaunchPlan, code: int, log_path: Path) -> ServerError:
+    lines = _tail(log_path, 40)
+    signal_name = ""
+    if code < 0:
+        signal_name = f" (killed by {signal.Signals(-code).name})"
+    elif code == 134:
+        signal_name = " (SIGABRT: an assertion failed)"
+    for needle, meaning, fix in _DIAGNOSES:
+        hit = next((line for line in reversed(lines) if needle.lower() in line.lower()), None)
+        if hit:
+            return ServerError(
+                f"llama-server for profile '{plan.profile.name}' exited while starting: {meaning}",
+                f"Exit code {code}{signal_name}. The log says:\n  | {hit.strip()}",
+                f"{fix}\nFull log: {log_path}",
+            )
+    return ServerError(
+        f"llama-server for profile '{plan.profile.name}' exited with code {code}{signal_name} while starting",
+        "Last lines of its log:\n" + _tail_text(log_path),
+        f"Full log: {log_path}",
+    )
+
+
+def stop(handle: ServerHandle | ServerRecord, registry: ServerRegistry, grace: float = 10.0) -> bool:
+    """SIGTERM the server's process group, wait `grace` seconds, then SIGKILL. True if it was running."""
+    record = handle.record if isinstance(handle, ServerHandle) else handle
+    proc = handle.process if isinstance(handle, ServerHandle) else None
+    # Our own child is judged by its Popen (exact even before its record is complete); a server
+    # started from another terminal by its recorded pid and start time.
+    if not _running(record, proc):
+        registry.remove(record.pid)
+        return False
+    _signal_group(record.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and _running(record, proc):
+        time.sleep(0.05)
+    if _running(record, proc):
+        _signal_group(record.pid, signal.SIGKILL)
+        while _running(record, proc):
+            time.sleep(0.05)
+    registry.remove(record.pid)
+    return True
+
+
+def _running(record: ServerRecord, proc: subprocess.Popen | None) -> bool:
+    if proc is not None:
+        return proc.poll() is None
+    return record.is_alive()
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    # The server leads its own process group (start_new_session), so its group id is its pid.
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        os.kill(pid, sig)

@@ -1,0 +1,383 @@
+"""A scripted OpenAI-compatible server that speaks llama-server's wire format, timings included.
+
+It is a test double of the *model*, not of our code: the real openai client talks to it over HTTP.
+Each chat request takes the next reply from a script. A reply is a dict:
+
+    {"content": "text"}                                   streamed in small chunks
+    {"tool_calls": [{"name": "bash", "arguments": {...}}]} arguments: a dict, or a raw (even broken) string
+    {"status": 500, "error": {...}}                       an HTTP error with llama-server's error body
+    {"raw_error": "text", "status": 502}                  a non-JSON error body
+    {"die_after_chunks": 3}                               close the connection mid-stream
+    {"no_final_chunk": True}                              end the stream without usage, timings or [DONE]
+    {"timings": {...}}                                    replace or extend the computed timings
+    {"counters": {"draft_tokens": 40, "accepted": 30}}    drafting seen only on /metrics (like vLLM)
+    {"delay": 0.5, "chunk_delay": 0.01}                   slow replies
+
+The prompt cache is simulated the way llama-server does it: tokens (here ~4 characters) shared with the
+previous request's prompt count as cache_n. A prompt larger than `n_ctx` gets the real overflow error.
+Every request body is kept in `requests`, so tests can check exactly what the agent sent.
+
+Run as a script (`python -m tests.scripted_server --as-llama-server ...`) it also stands in for a
+llama-server binary in lifecycle tests: `--help` prints a recorded help text, other flags are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+CHARS_PER_TOKEN = 4
+
+
+def _prompt_text(body: dict) -> str:
+    return json.dumps(body.get("tools", []), sort_keys=True) + json.dumps(body.get("messages", []))
+
+
+class ScriptedModel:
+    def __init__(self, script: list[dict] | None = None, n_ctx: int = 32768, default: dict | None = None):
+        self.script = list(script or [])
+        self.default = default or {"content": "Done."}
+        self.n_ctx = n_ctx
+        self.requests: list[dict] = []
+        self.previous_prompt = ""
+        self.lock = threading.Lock()
+        self.draft = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
+
+    def next_reply(self, body: dict) -> dict:
+        with self.lock:
+            self.requests.append(body)
+            reply = self.script.pop(0) if self.script else self.default
+            return reply(body) if callable(reply) else reply
+
+    def timings(self, body: dict, predicted_n: int, extra: dict | None) -> dict:
+        prompt = _prompt_text(body)
+        with self.lock:
+            common = 0
+            for a, b in zip(prompt, self.previous_prompt, strict=False):
+                if a != b:
+                    break
+                common += 1
+            self.previous_prompt = prompt
+        total = max(1, len(prompt) // CHARS_PER_TOKEN)
+        cache_n = min(common // CHARS_PER_TOKEN, total - 1)
+        prompt_n = total - cache_n
+        timings = {
+            "cache_n": cache_n,
+            "prompt_n": prompt_n,
+            "prompt_ms": prompt_n * 2.0,
+            "prompt_per_token_ms": 2.0,
+            "prompt_per_second": 500.0,
+            "predicted_n": predicted_n,
+            "predicted_ms": predicted_n * 10.0,
+            "predicted_per_token_ms": 10.0,
+            "predicted_per_second": 100.0,
+        }
+        timings.update(extra or {})
+        return timings
+
+    def count_drafts(self, timings: dict, counters: dict | None) -> None:
+        if counters:  # a server that only reports drafting on /metrics (vLLM)
+            self.draft["drafts"] += 1
+            self.draft["draft_tokens"] += counters.get("draft_tokens", 0)
+            self.draft["accepted"] += counters.get("accepted", 0)
+        elif "draft_n" in timings:
+            self.draft["drafts"] += 1
+            self.draft["draft_tokens"] += timings["draft_n"]
+            self.draft["accepted"] += timings.get("draft_n_accepted", 0)
+
+    def prompt_tokens(self, body: dict) -> int:
+        return max(1, len(_prompt_text(body)) // CHARS_PER_TOKEN)
+
+
+def _chunks(text: str, size: int = 6) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or []
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:  # keep test output quiet
+        pass
+
+    def _json(self, status: int, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        model = self.server.model
+        if self.path == "/health":
+            self._json(200, {"status": "ok"})
+        elif self.path == "/props":
+            self._json(
+                200,
+                {
+                    "default_generation_settings": {"n_ctx": model.n_ctx},
+                    "total_slots": 1,
+                    "build_info": "scripted",
+                },
+            )
+        elif self.path in ("/v1/models", "/models"):
+            self._json(200, {"object": "list", "data": [{"id": "scripted-model", "object": "model"}]})
+        elif self.path == "/metrics":
+            d = model.draft
+            text = (
+                f"llamacpp:spec_decode_num_drafts_total {d['drafts']}\n"
+                f"llamacpp:spec_decode_num_draft_tokens_total {d['draft_tokens']}\n"
+                f"llamacpp:spec_decode_num_accepted_tokens_total {d['accepted']}\n"
+            )
+            data = text.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        else:
+            self._json(404, {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", "0"))
+        body = json.loads(self.rfile.read(length) or b"{}")
+        if not self.path.endswith("/chat/completions"):
+            self._json(404, {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}})
+            return
+        model = self.server.model
+        reply = model.next_reply(body)
+        time.sleep(reply.get("delay", 0))
+        n_prompt = model.prompt_tokens(body)
+        if n_prompt > model.n_ctx:
+            self._json(
+                400,
+                {
+                    "error": {
+                        "code": 400,
+                        "type": "exceed_context_size_error",
+                        "n_prompt_tokens": n_prompt,
+                        "n_ctx": model.n_ctx,
+                        "message": f"request ({n_prompt} tokens) exceeds the available context size ({model.n_ctx} tokens), try increasing it",
+                    }
+                },
+            )
+            return
+        if "raw_error" in reply:
+            data = reply["raw_error"].encode()
+            self.send_response(reply.get("status", 502))
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        if "status" in reply:
+            self._json(
+                reply["status"], {"error": reply.get("error", {"code": reply["status"], "message": "error"})}
+            )
+            return
+        if body.get("stream"):
+            self._stream(body, reply)
+        else:
+            self._complete(body, reply)
+
+    def _tool_calls(self, reply: dict) -> list[dict]:
+        calls = []
+        for i, call in enumerate(reply.get("tool_calls", [])):
+            args = call.get("arguments", {})
+            calls.append(
+                {
+                    "index": i,
+                    "id": call.get("id", f"call_{uuid.uuid4().hex[:8]}"),
+                    "type": "function",
+                    "function": {
+                        "name": call["name"],
+                        "arguments": args if isinstance(args, str) else json.dumps(args),
+                    },
+                }
+            )
+        return calls
+
+    def _usage_and_timings(self, body: dict, reply: dict, text: str, calls: list[dict]) -> tuple[dict, dict]:
+        model = self.server.model
+        predicted = max(
+            1, (len(text) + sum(len(c["function"]["arguments"]) for c in calls)) // CHARS_PER_TOKEN
+        )
+        timings = model.timings(body, predicted, reply.get("timings"))
+        model.count_drafts(timings, reply.get("counters"))
+        usage = {
+            "prompt_tokens": timings["cache_n"] + timings["prompt_n"],
+            "completion_tokens": predicted,
+            "total_tokens": timings["cache_n"] + timings["prompt_n"] + predicted,
+            "prompt_tokens_details": {"cached_tokens": timings["cache_n"]},
+        }
+        return usage, timings
+
+    def _finish_reason(self, reply: dict, calls: list[dict]) -> str:
+        return reply.get("finish_reason") or ("tool_calls" if calls else "stop")
+
+    def _complete(self, body: dict, reply: dict) -> None:
+        text = reply.get("content", "")
+        calls = self._tool_calls(reply)
+        usage, timings = self._usage_and_timings(body, reply, text, calls)
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if calls:
+            message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in calls]
+        self._json(
+            200,
+            {
+                "id": "chatcmpl-scripted",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": "scripted-model",
+                "choices": [
+                    {"index": 0, "message": message, "finish_reason": self._finish_reason(reply, calls)}
+                ],
+                "usage": usage,
+                "timings": timings,
+            },
+        )
+
+    def _stream(self, body: dict, reply: dict) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")  # as llama-server streams
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        created = int(time.time())
+        sent = 0
+
+        def send(payload: dict | str) -> bool:
+            nonlocal sent
+            if "die_after_chunks" in reply and sent >= reply["die_after_chunks"]:
+                self.close_connection = True
+                self.connection.shutdown(2)
+                return False
+            data = payload if isinstance(payload, str) else json.dumps(payload)
+            event = f"data: {data}\n\n".encode()
+            self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+            self.wfile.flush()
+            sent += 1
+            time.sleep(reply.get("chunk_delay", 0))
+            return True
+
+        def chunk(delta: dict, finish: str | None = None, **extra: Any) -> dict:
+            return {
+                "id": "chatcmpl-scripted",
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": "scripted-model",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                **extra,
+            }
+
+        text = reply.get("content", "")
+        calls = self._tool_calls(reply)
+        if not send(chunk({"role": "assistant", "content": None})):
+            return
+        for piece in _chunks(reply.get("reasoning", "")):
+            if not send(chunk({"reasoning_content": piece})):
+                return
+        for piece in _chunks(text):
+            if not send(chunk({"content": piece})):
+                return
+        for call in calls:
+            head = {
+                "index": call["index"],
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": ""},
+            }
+            if not send(chunk({"tool_calls": [head]})):
+                return
+            for piece in _chunks(call["function"]["arguments"], 10):
+                if not send(
+                    chunk({"tool_calls": [{"index": call["index"], "function": {"arguments": piece}}]})
+                ):
+                    return
+        if reply.get("no_final_chunk"):
+            self.wfile.write(b"0\r\n\r\n")  # a clean end of the body, without finish, usage or [DONE]
+            return
+        usage, timings = self._usage_and_timings(body, reply, text, calls)
+        include_usage = (body.get("stream_options") or {}).get("include_usage")
+        finish = chunk({}, self._finish_reason(reply, calls))
+        if not include_usage:
+            finish["timings"] = timings
+        if not send(finish):
+            return
+        if include_usage:
+            send(
+                {
+                    "id": "chatcmpl-scripted",
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": "scripted-model",
+                    "choices": [],
+                    "usage": usage,
+                    "timings": timings,
+                }
+            )
+        if send("[DONE]"):
+            self.wfile.write(b"0\r\n\r\n")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    model: ScriptedModel
+
+
+class ScriptedServer:
+    """`with ScriptedServer([...]) as server:` serves on 127.0.0.1 at `server.url` in a thread."""
+
+    def __init__(
+        self, script: list[dict] | None = None, n_ctx: int = 32768, default: dict | None = None, port: int = 0
+    ) -> None:
+        self.model = ScriptedModel(script, n_ctx, default)
+        self.httpd = _Server(("127.0.0.1", port), _Handler)
+        self.httpd.model = self.model
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    @property
+    def requests(self) -> list[dict]:
+        return self.model.requests
+
+    def __enter__(self) -> ScriptedServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _as_llama_server(argv: list[str]) -> int:
+    """Stand in for a llama-server binary: --help prints $SCRIPTED_HELP; otherwise serve on --port."""
+    if "--help" in argv:
+        with open(os.environ["SCRIPTED_HELP"], encoding="utf-8") as f:
+            sys.stdout.write(f.read())
+        return 0
+    port = int(argv[argv.index("--port") + 1]) if "--port" in argv else 8080
+    script = json.loads(os.environ.get("SCRIPTED_REPLIES", "[]"))
+    default = json.loads(os.environ["SCRIPTED_DEFAULT"]) if os.environ.get("SCRIPTED_DEFAULT") else None
+    print(f"scripted llama-server: listening on http://127.0.0.1:{port}", file=sys.stderr, flush=True)
+    server = ScriptedServer(script, default=default, port=port)
+    server.httpd.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if args and args[0] == "--as-llama-server":
+        raise SystemExit(_as_llama_server(args[1:]))
+    raise SystemExit("usage: python -m tests.scripted_server --as-llama-server [llama-server flags]")
