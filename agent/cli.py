@@ -19,14 +19,9 @@ HANDLERS = {
     ("server", "stop"): "agent.commands.server:cmd_stop",
     ("server", "logs"): "agent.commands.server:cmd_logs",
     ("doctor",): "agent.commands.doctor:cmd_doctor",
+    ("bench",): "agent.commands.bench:cmd_bench",
+    ("stats",): "agent.commands.stats:cmd_stats",
 }
-
-
-def _add_model_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-p", "--profile", help="server profile (default: settings, then `tiny`)")
-    parser.add_argument(
-        "--base-url", help="attach to this OpenAI-compatible server instead (also AGENT_BASE_URL)"
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,6 +78,27 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("-n", "--lines", type=int, default=40)
 
     commands.add_parser("doctor", help="check the binaries, models, GPU, ports and caches")
+
+    bench = commands.add_parser(
+        "bench", help="the seed's three code prompts on one or more profiles, compared side by side"
+    )
+    bench.add_argument(
+        "profiles", nargs="*", metavar="PROFILE", help="profiles to run in turn (default: settings)"
+    )
+    bench.add_argument("--base-url", help="bench a server that is already running")
+    bench.add_argument("--max-tokens", type=int, default=1200, help="per prompt (the seed's 1200)")
+    bench.add_argument("--temperature", type=float, default=0.7, help="the seed's 0.7")
+    bench.add_argument("--runs", type=int, default=1, help="repeat the prompt set")
+    bench.add_argument("--prompt-file", help="your own prompts, separated by lines of ---")
+    bench.add_argument("--json", action="store_true", help="results as JSON on stdout")
+
+    stats = commands.add_parser("stats", help="per-turn speed, cache reuse and draft acceptance of sessions")
+    stats.add_argument(
+        "sessions", nargs="*", metavar="SESSION", help="ids (or prefixes); two or more compare"
+    )
+    stats.add_argument("--last", action="store_true", help="the newest session (the default)")
+    stats.add_argument("--all", action="store_true", help="every recorded session, side by side")
+    stats.add_argument("--json", action="store_true")
     return parser
 
 

@@ -11,8 +11,9 @@ from rich.console import Console
 
 from agent.errors import AgentError
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# Captured output (CI logs, a pipe to a file) gets room for the wide tables instead of rich's 80 columns.
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 160)
 
 
 def show_error(exc: AgentError) -> None:

@@ -287,10 +287,15 @@ class ModelClient:
             completion_tokens=getattr(usage, "completion_tokens", None),
         )
         n_out = stats.output_tokens
-        if first and last and n_out and n_out > 1 and last > first:
-            # Tokens after the first, over the time between the first and the last: the same span the
-            # server's predicted_per_second measures, so the two are comparable.
-            stats.client_tokens_per_second = (n_out - 1) / (last - first)
+        if last and n_out:
+            if stats.prompt_ms is not None and last - started > stats.prompt_ms / 1000:
+                # Generation as the client lived it: from the end of the server's prefill to the last
+                # token received, the same span as the server's predicted_ms plus transport. (Counting
+                # from the first visible token would flatter the client: the server holds back tokens
+                # that might open a tool call or a reasoning block.)
+                stats.client_tokens_per_second = n_out / (last - started - stats.prompt_ms / 1000)
+            elif first and n_out > 1 and last > first:
+                stats.client_tokens_per_second = (n_out - 1) / (last - first)
         after = await self._draft_counters() if before is not None else None
         if before is not None and after is not None and stats.draft_n is None:
             drafted = after.get("drafted", 0) - before.get("drafted", 0)

@@ -1,0 +1,89 @@
+"""`agent bench`: run the seed's code prompts on each profile in turn and compare them."""
+
+from __future__ import annotations
+
+import json
+from argparse import Namespace
+from pathlib import Path
+
+from rich.table import Table
+
+from agent import console
+from agent.bench import SEED_PROMPTS, BenchResult, log_results, run, summarise
+from agent.config import Settings
+from agent.connect import connect, resolve_profile
+from agent.errors import AgentError
+
+
+def _prompts(args: Namespace) -> dict[str, str]:
+    if not args.prompt_file:
+        return SEED_PROMPTS
+    path = Path(args.prompt_file)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AgentError(f"cannot read prompt file {path}", str(exc)) from exc
+    prompts = [p.strip() for p in text.split("\n---\n") if p.strip()]
+    if not prompts:
+        raise AgentError(f"prompt file {path} holds no prompt", fix="Separate prompts with a line '---'.")
+    return {f"{path.stem}-{i}": p for i, p in enumerate(prompts, 1)}
+
+
+def _pct(value: float | None) -> str:
+    return f"{value:.0%}" if value is not None else "-"
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return f"{value:.{digits}f}" if value is not None else "-"
+
+
+def cmd_bench(args: Namespace, settings: Settings) -> int:
+    names = args.profiles or [None]
+    prompts = _prompts(args)
+    results: list[BenchResult] = []
+    for name in names:
+        profile = resolve_profile(settings, name, args.base_url if not name else None, Path.cwd())
+        console.note(f"{profile.name}: {len(prompts)} prompts × {args.runs}, max_tokens {args.max_tokens}")
+        with (
+            console.build_progress() as build,
+            console.start_progress(profile.name) as started,
+            connect(settings, profile, start_progress=started, build_progress=build) as conn,
+        ):
+            rows = run(conn.endpoint, prompts, args.max_tokens, args.temperature, args.runs)
+            path = log_results(rows, conn.endpoint)
+            console.note(f"logged to {path}")
+        results += rows
+
+    if args.json:
+        print(json.dumps({
+            "results": [{"profile": r.profile, "prompt": r.prompt, "stats": r.stats.to_dict(),
+                         "client_over_server": r.client_server_ratio} for r in results],
+            "summary": summarise(results),
+        }, indent=2))  # fmt: skip
+        return 0
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("profile", "prompt", "tokens", "gen tok/s", "client tok/s", "client/server", "prefill tok/s",
+                   "draft acc/drafted", "ttft s"):  # fmt: skip
+        table.add_column(column, justify="left" if column in ("profile", "prompt") else "right")
+    for r in results:
+        s = r.stats
+        draft = f"{s.accepted}/{s.drafted} ({_pct(s.acceptance)})" if s.drafted else "-"
+        table.add_row(
+            r.profile, r.prompt, str(s.output_tokens or "-"), _num(s.predicted_per_second),
+            _num(s.client_tokens_per_second), _num(r.client_server_ratio, 3), _num(s.prompt_per_second, 0),
+            draft, _num(s.ttft_s, 2),
+        )  # fmt: skip
+    console.out.print(table)
+    summary = summarise(results)
+    first = next(iter(summary))
+    base = summary[first]["median_gen_tok_s"]
+    console.out.print()
+    for profile, row in summary.items():
+        speedup = row["median_gen_tok_s"] / base if base and row["median_gen_tok_s"] else None
+        console.out.print(
+            f"{profile}: median {_num(row['median_gen_tok_s'])} tok/s"
+            + (f", {speedup:.2f}x {first}" if profile != first else "")
+            + f", acceptance {_pct(row['acceptance'])}, client/server {_num(row['median_client_over_server'], 3)}"
+        )
+    return 0

@@ -1,0 +1,183 @@
+"""`agent stats`: per-turn speed, cache reuse and draft acceptance of past sessions, and comparisons."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from argparse import Namespace
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from agent import console
+from agent.config import Settings, state_dir
+from agent.errors import AgentError
+from agent.telemetry import TurnStats, read_jsonl
+
+
+def telemetry_dir() -> Path:
+    return state_dir() / "telemetry"
+
+
+def _sessions() -> list[Path]:
+    folder = telemetry_dir()
+    return sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
+
+
+def _find(name: str) -> Path:
+    path = Path(name)
+    if path.is_file():
+        return path
+    matches = [p for p in _sessions() if p.stem == name] or [
+        p for p in _sessions() if p.stem.startswith(name)
+    ]
+    if len(matches) == 1:
+        return matches[0]
+    recent = ", ".join(p.stem for p in _sessions()[-5:]) or "none yet"
+    if not matches:
+        raise AgentError(f"no session '{name}' in {telemetry_dir()}", f"Recent sessions: {recent}.")
+    raise AgentError(f"'{name}' matches {len(matches)} sessions", "Give more of the id.")
+
+
+def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
+    stats = [TurnStats.from_dict(r.get("stats", {})) for r in records]
+    gen = [s.generation_tokens_per_second for s in stats if s.generation_tokens_per_second]
+    prefill = [s.prompt_per_second for s in stats if s.prompt_per_second and s.prompt_n]
+    drafted = sum(s.drafted or 0 for s in stats)
+    accepted = sum(s.accepted or 0 for s in stats)
+    cached = sum(s.cache_n or 0 for s in stats)
+    processed = sum(s.prompt_n or 0 for s in stats)
+    first = records[0] if records else {}
+    return {
+        "session": first.get("session", ""),
+        "profile": first.get("profile", ""),
+        "spec_mode": first.get("spec_mode", ""),
+        "turns": len(records),
+        "output_tokens": sum(s.output_tokens or 0 for s in stats),
+        "median_gen_tok_s": statistics.median(gen) if gen else None,
+        "median_prefill_tok_s": statistics.median(prefill) if prefill else None,
+        "acceptance": accepted / drafted if drafted else None,
+        "cache_reuse": cached / (cached + processed) if cached + processed else None,
+        "wall_s": sum(s.wall_s for s in stats),
+        "tool_s": sum(s.tool_s for s in stats),
+    }
+
+
+def _f(value: float | None, fmt: str = "{:.1f}") -> str:
+    return fmt.format(value) if value is not None else "-"
+
+
+def _pct(value: float | None) -> str:
+    return _f(value, "{:.0%}")
+
+
+def _turn_table(records: list[dict[str, Any]]) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in (
+        "turn",
+        "tokens",
+        "gen tok/s",
+        "prefill tok/s",
+        "cache",
+        "draft",
+        "ttft s",
+        "wall s",
+        "tools s",
+    ):
+        table.add_column(column, justify="right")
+    for r in records:
+        s = TurnStats.from_dict(r.get("stats", {}))
+        draft = f"{_pct(s.acceptance)} ({s.accepted}/{s.drafted})" if s.drafted else "-"
+        table.add_row(
+            str(r.get("turn", "")), str(s.output_tokens or "-"), _f(s.generation_tokens_per_second),
+            _f(s.prompt_per_second, "{:.0f}"), _pct(s.cache_reuse), draft, _f(s.ttft_s, "{:.2f}"),
+            _f(s.wall_s, "{:.2f}"), _f(s.tool_s, "{:.2f}"),
+        )  # fmt: skip
+    return table
+
+
+def chart(records: list[dict[str, Any]], width: int = 80, height: int = 14) -> str:
+    """Generation tok/s per turn, with acceptance (%) on the right axis when there was drafting."""
+    import plotext as plt
+
+    stats = [TurnStats.from_dict(r.get("stats", {})) for r in records]
+    turns = list(range(1, len(stats) + 1))
+    plt.clear_figure()
+    plt.plotsize(width, height)
+    plt.theme("clear")
+    plt.plot(turns, [s.generation_tokens_per_second or 0 for s in stats], label="gen tok/s", marker="braille")
+    if any(s.acceptance is not None for s in stats):
+        acceptance = [100 * (s.acceptance or 0) for s in stats]
+        plt.plot(turns, acceptance, label="draft accepted %", yside="right", marker="braille")
+    plt.xlabel("turn")
+    if len(turns) <= 20:
+        plt.xticks(turns)
+    return plt.uncolorize(plt.build())
+
+
+def _summary_line(s: dict[str, Any]) -> str:
+    return (
+        f"{s['turns']} turns · {s['output_tokens']} tokens · median {_f(s['median_gen_tok_s'])} tok/s gen"
+        f" · {_f(s['median_prefill_tok_s'], '{:.0f}')} tok/s prefill · draft {_pct(s['acceptance'])}"
+        f" · cache {_pct(s['cache_reuse'])} · {_f(s['wall_s'])} s model, {_f(s['tool_s'])} s tools"
+    )
+
+
+def cmd_stats(args: Namespace, settings: Settings) -> int:
+    sessions = _sessions()
+    if args.all:
+        chosen = sessions
+    elif args.sessions:
+        chosen = [_find(name) for name in args.sessions]
+    else:
+        if not sessions:
+            raise AgentError(
+                "no sessions recorded yet", fix="Run `agent run TASK.md` or `agent bench` first."
+            )
+        chosen = sessions[-1:]
+    loaded = [(path, read_jsonl(path)) for path in chosen]
+    loaded = [(p, r) for p, r in loaded if r]
+    if not loaded:
+        raise AgentError("the chosen sessions have no recorded turns")
+    summaries = [summarise(records) | {"session": path.stem} for path, records in loaded]
+
+    if args.json:
+        out: dict[str, Any] = {"sessions": summaries}
+        if len(loaded) == 1:
+            out["turns"] = loaded[0][1]
+        print(json.dumps(out, indent=2, default=str))
+        return 0
+
+    if len(loaded) == 1:
+        path, records = loaded[0]
+        s = summaries[0]
+        console.out.print(f"[bold]{path.stem}[/]  profile {s['profile']} ({s['spec_mode'] or 'none'})")
+        console.out.print(_turn_table(records))
+        console.out.print(_summary_line(s))
+        console.out.print(chart(records), markup=False)
+        return 0
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in (
+        "session",
+        "profile",
+        "turns",
+        "tokens",
+        "gen tok/s",
+        "vs first",
+        "prefill",
+        "draft",
+        "cache",
+    ):
+        table.add_column(column, justify="left" if column in ("session", "profile") else "right")
+    base = summaries[0]["median_gen_tok_s"]
+    for s in summaries:
+        ratio = s["median_gen_tok_s"] / base if base and s["median_gen_tok_s"] else None
+        table.add_row(
+            s["session"], s["profile"], str(s["turns"]), str(s["output_tokens"]), _f(s["median_gen_tok_s"]),
+            _f(ratio, "{:.2f}x"), _f(s["median_prefill_tok_s"], "{:.0f}"), _pct(s["acceptance"]),
+            _pct(s["cache_reuse"]),
+        )  # fmt: skip
+    console.out.print(table)
+    return 0
