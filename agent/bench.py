@@ -80,10 +80,17 @@ def log_results(results: list[BenchResult], endpoint: Endpoint) -> Path:
     session = f"bench-{time.strftime('%Y%m%d-%H%M%S')}-{endpoint.profile}-{uuid.uuid4().hex[:4]}"
     log = TelemetryLog(state_dir() / "telemetry" / f"{session}.jsonl")
     for turn, result in enumerate(results, 1):
-        log.append({
-            "session": session, "turn": turn, "profile": endpoint.profile, "model": endpoint.model,
-            "spec_mode": endpoint.spec_mode, "prompt": result.prompt, "stats": result.stats.to_dict(),
-        })  # fmt: skip
+        log.append(
+            {
+                "session": session,
+                "turn": turn,
+                "profile": endpoint.profile,
+                "model": endpoint.model,
+                "spec_mode": endpoint.spec_mode,
+                "prompt": result.prompt,
+                "stats": result.stats.to_dict(),
+            }
+        )
     return log.path
 
 

@@ -86,6 +86,9 @@ class Settings(BaseModel):
     approval: ApprovalMode = Field("ask", description="How tool calls are approved.")
     permissions: PermissionRules = Field(default_factory=PermissionRules)
     max_turns: int = Field(40, ge=1, description="Model requests per task before the agent stops.")
+    extra_roots: list[Path] = Field(
+        default_factory=list, description="Folders outside the workspace that file tools may also use."
+    )
     auto_commit: bool = Field(False, description="Commit the agent's changes after each task in a git repo.")
 
     def resolved_models_dir(self) -> Path:

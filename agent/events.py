@@ -37,6 +37,14 @@ class SessionStarted(Event):
 
 
 @dataclass
+class UserMessage(Event):
+    """A task or a follow-up, as sent to the model (with its environment note)."""
+
+    kind: ClassVar[str] = "user.message"
+    content: str
+
+
+@dataclass
 class TurnStarted(Event):
     kind: ClassVar[str] = "turn.started"
     turn: int
@@ -62,6 +70,7 @@ class AssistantMessage(Event):
     turn: int
     content: str
     reasoning: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # as kept in the history
 
 
 @dataclass
@@ -82,6 +91,14 @@ class ApprovalRequested(Event):
     summary: str
     reason: str
     suggested_rule: str = ""
+
+
+@dataclass
+class ApprovalAnswer:
+    """The user's answer to an ApprovalRequested: not an event, the reply a front end gives."""
+
+    decision: str  # yes | no | always
+    message: str = ""  # for "no": what to tell the model instead
 
 
 @dataclass
@@ -119,6 +136,7 @@ class Compacted(Event):
     tokens_after: int
     messages_summarised: int
     reason: str
+    history: list[dict[str, Any]] = field(default_factory=list)  # the new history after the system prompt
 
 
 @dataclass

@@ -8,6 +8,7 @@ Each chat request takes the next reply from a script. A reply is a dict:
     {"status": 500, "error": {...}}                       an HTTP error with llama-server's error body
     {"raw_error": "text", "status": 502}                  a non-JSON error body
     {"die_after_chunks": 3}                               close the connection mid-stream
+    {"overflow": True}                                    answer with the context-overflow error
     {"no_final_chunk": True}                              end the stream without usage, timings or [DONE]
     {"timings": {...}}                                    replace or extend the computed timings
     {"counters": {"draft_tokens": 40, "accepted": 30}}    drafting seen only on /metrics (like vLLM)
@@ -53,7 +54,8 @@ class ScriptedModel:
         with self.lock:
             self.requests.append(body)
             reply = self.script.pop(0) if self.script else self.default
-            return reply(body) if callable(reply) else reply
+        # A callable reply decides from the request (outside the lock: it may be slow or re-entrant).
+        return reply(body) if callable(reply) else reply
 
     def timings(self, body: dict, predicted_n: int, extra: dict | None) -> dict:
         prompt = _prompt_text(body)
@@ -155,7 +157,7 @@ class _Handler(BaseHTTPRequestHandler):
         reply = model.next_reply(body)
         time.sleep(reply.get("delay", 0))
         n_prompt = model.prompt_tokens(body)
-        if n_prompt > model.n_ctx:
+        if n_prompt > model.n_ctx or reply.get("overflow"):
             self._json(
                 400,
                 {

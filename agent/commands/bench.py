@@ -55,25 +55,52 @@ def cmd_bench(args: Namespace, settings: Settings) -> int:
         results += rows
 
     if args.json:
-        print(json.dumps({
-            "results": [{"profile": r.profile, "prompt": r.prompt, "stats": r.stats.to_dict(),
-                         "client_over_server": r.client_server_ratio} for r in results],
-            "summary": summarise(results),
-        }, indent=2))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "results": [
+                        {
+                            "profile": r.profile,
+                            "prompt": r.prompt,
+                            "stats": r.stats.to_dict(),
+                            "client_over_server": r.client_server_ratio,
+                        }
+                        for r in results
+                    ],
+                    "summary": summarise(results),
+                },
+                indent=2,
+            )
+        )
         return 0
 
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("profile", "prompt", "tokens", "gen tok/s", "client tok/s", "client/server", "prefill tok/s",
-                   "draft acc/drafted", "ttft s"):  # fmt: skip
+    for column in (
+        "profile",
+        "prompt",
+        "tokens",
+        "gen tok/s",
+        "client tok/s",
+        "client/server",
+        "prefill tok/s",
+        "draft acc/drafted",
+        "ttft s",
+    ):
         table.add_column(column, justify="left" if column in ("profile", "prompt") else "right")
     for r in results:
         s = r.stats
         draft = f"{s.accepted}/{s.drafted} ({_pct(s.acceptance)})" if s.drafted else "-"
         table.add_row(
-            r.profile, r.prompt, str(s.output_tokens or "-"), _num(s.predicted_per_second),
-            _num(s.client_tokens_per_second), _num(r.client_server_ratio, 3), _num(s.prompt_per_second, 0),
-            draft, _num(s.ttft_s, 2),
-        )  # fmt: skip
+            r.profile,
+            r.prompt,
+            str(s.output_tokens or "-"),
+            _num(s.predicted_per_second),
+            _num(s.client_tokens_per_second),
+            _num(r.client_server_ratio, 3),
+            _num(s.prompt_per_second, 0),
+            draft,
+            _num(s.ttft_s, 2),
+        )
     console.out.print(table)
     summary = summarise(results)
     first = next(iter(summary))

@@ -90,10 +90,16 @@ def _turn_table(records: list[dict[str, Any]]) -> Table:
         s = TurnStats.from_dict(r.get("stats", {}))
         draft = f"{_pct(s.acceptance)} ({s.accepted}/{s.drafted})" if s.drafted else "-"
         table.add_row(
-            str(r.get("turn", "")), str(s.output_tokens or "-"), _f(s.generation_tokens_per_second),
-            _f(s.prompt_per_second, "{:.0f}"), _pct(s.cache_reuse), draft, _f(s.ttft_s, "{:.2f}"),
-            _f(s.wall_s, "{:.2f}"), _f(s.tool_s, "{:.2f}"),
-        )  # fmt: skip
+            str(r.get("turn", "")),
+            str(s.output_tokens or "-"),
+            _f(s.generation_tokens_per_second),
+            _f(s.prompt_per_second, "{:.0f}"),
+            _pct(s.cache_reuse),
+            draft,
+            _f(s.ttft_s, "{:.2f}"),
+            _f(s.wall_s, "{:.2f}"),
+            _f(s.tool_s, "{:.2f}"),
+        )
     return table
 
 
@@ -175,9 +181,15 @@ def cmd_stats(args: Namespace, settings: Settings) -> int:
     for s in summaries:
         ratio = s["median_gen_tok_s"] / base if base and s["median_gen_tok_s"] else None
         table.add_row(
-            s["session"], s["profile"], str(s["turns"]), str(s["output_tokens"]), _f(s["median_gen_tok_s"]),
-            _f(ratio, "{:.2f}x"), _f(s["median_prefill_tok_s"], "{:.0f}"), _pct(s["acceptance"]),
+            s["session"],
+            s["profile"],
+            str(s["turns"]),
+            str(s["output_tokens"]),
+            _f(s["median_gen_tok_s"]),
+            _f(ratio, "{:.2f}x"),
+            _f(s["median_prefill_tok_s"], "{:.0f}"),
+            _pct(s["acceptance"]),
             _pct(s["cache_reuse"]),
-        )  # fmt: skip
+        )
     console.out.print(table)
     return 0

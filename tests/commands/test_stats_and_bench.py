@@ -11,8 +11,15 @@ from agent.telemetry import TelemetryLog, TurnStats
 
 
 def record(log: TelemetryLog, turn: int, **stats) -> None:
-    log.append({"session": log.path.stem, "turn": turn, "profile": "p", "spec_mode": "ngram-mod",
-                "stats": TurnStats(**stats).to_dict()})  # fmt: skip
+    log.append(
+        {
+            "session": log.path.stem,
+            "turn": turn,
+            "profile": "p",
+            "spec_mode": "ngram-mod",
+            "stats": TurnStats(**stats).to_dict(),
+        }
+    )
 
 
 @pytest.fixture
@@ -30,8 +37,17 @@ def two_sessions(isolated_state):
             prompt_per_second=500.0,
         )
     for turn, rate in enumerate((130.0, 150.0, 140.0), 1):
-        record(fast, turn, predicted_n=400, predicted_per_second=rate, prompt_n=10, cache_n=90,
-               draft_n=300, draft_n_accepted=240, prompt_per_second=500.0)  # fmt: skip
+        record(
+            fast,
+            turn,
+            predicted_n=400,
+            predicted_per_second=rate,
+            prompt_n=10,
+            cache_n=90,
+            draft_n=300,
+            draft_n_accepted=240,
+            prompt_per_second=500.0,
+        )
     return slow, fast
 
 

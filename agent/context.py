@@ -1,0 +1,173 @@
+"""The context window: the token budget, compaction, and repair of the history before it is resent.
+
+The budget is the server's real context size (/props). Before each request the history is repaired
+(toolcalls.repair_history) and, when the next request would come near the limit, compacted: old tool
+outputs are pruned first; if that is not enough, the older turns are summarised by the model itself.
+The system prompt (the cached prefix) is never touched, and the summary request reuses the same
+prefix and history, so the server only processes the new instruction.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from agent.events import Compacted
+from agent.llm import Completion, ContextOverflow, LLMError
+from agent.toolcalls import repair_history
+
+if TYPE_CHECKING:
+    from agent.loop import Agent
+
+CHARS_PER_TOKEN = 3.0  # deliberately pessimistic for code; the server's own count replaces it when known
+SUMMARY_INSTRUCTION = (
+    "The conversation is about to be shortened. Write a summary of it for yourself to continue from: the "
+    "task, what you found, every file you changed and how, commands that worked or failed, and what is "
+    "left to do. Be concise and concrete. Do not call tools."
+)
+
+
+class ContextTooSmall(LLMError):
+    """Even the prompt prefix and the newest message do not fit: no compaction can help."""
+
+
+def _chars(message: dict[str, Any]) -> int:
+    size = len(message.get("content") or "")
+    for call in message.get("tool_calls") or []:
+        size += len(json.dumps(call))
+    return size + 16  # role and template markup
+
+
+class ContextWindow:
+    def __init__(
+        self,
+        n_ctx: int,
+        reserve: int,
+        tools_chars: int = 0,
+        threshold: float = 0.85,
+        keep_turns: int = 2,
+        prune_after: int = 2,
+    ) -> None:
+        self.n_ctx = n_ctx
+        self.reserve = reserve  # tokens kept free for the answer (max_tokens)
+        self.tools_chars = tools_chars
+        self.threshold = threshold
+        self.keep_turns = keep_turns  # assistant turns kept verbatim by a summary
+        self.prune_after = prune_after  # tool outputs older than this many assistant turns may be pruned
+        self.known: tuple[int, int] | None = None  # (messages counted, prompt tokens the server reported)
+
+    @property
+    def budget(self) -> int:
+        return int(self.n_ctx * self.threshold) - self.reserve
+
+    def cap(self, output: str, share: float = 0.3) -> str:
+        """A tool output cut to a share of the budget (head and tail kept): one huge file or log must
+        not crowd out the conversation."""
+        limit = int(max(self.budget, 256) * share * CHARS_PER_TOKEN)
+        if len(output) <= limit:
+            return output
+        half = limit // 2
+        dropped = len(output) - 2 * half
+        return f"{output[:half]}\n[... {dropped} characters left out to fit the context; read less at a time ...]\n{output[-half:]}"
+
+    def observe(
+        self, messages: list[dict[str, Any]], prompt_tokens: int | None, completion_tokens: int | None
+    ) -> None:
+        """After a request: the server's exact count for the prompt it just processed."""
+        if prompt_tokens:
+            # The prompt was every message but the assistant answer just appended; the answer is exact too.
+            self.known = (len(messages), prompt_tokens + (completion_tokens or 0))
+
+    def estimate(self, messages: list[dict[str, Any]]) -> int:
+        if self.known and self.known[0] <= len(messages):
+            counted, tokens = self.known
+            return tokens + int(sum(_chars(m) for m in messages[counted:]) / CHARS_PER_TOKEN)
+        return int((self.tools_chars + sum(_chars(m) for m in messages)) / CHARS_PER_TOKEN)
+
+    async def fit(self, agent: Agent) -> None:
+        repair_history(agent.messages)
+        if self.estimate(agent.messages) > self.budget:
+            await self.compact(agent, reason="the next request would not fit the context")
+
+    async def compact(self, agent: Agent, reason: str, overflow: ContextOverflow | None = None) -> None:
+        messages = agent.messages
+        before = (
+            overflow.n_prompt_tokens if overflow and overflow.n_prompt_tokens else self.estimate(messages)
+        )
+        self.known = None  # counts are stale once the history changes
+        pruned = self._prune(messages)
+        if pruned and not overflow and self.estimate(messages) <= self.budget:
+            self._done(agent, before, pruned, reason + " (old tool outputs pruned)")
+            return
+        cut = self._tail_start(messages)
+        if cut <= 1:
+            if overflow is None:
+                # Nothing old enough to summarise yet: our estimate is pessimistic, so let the server
+                # judge; a real overflow comes back here with the server's own numbers.
+                if pruned:
+                    self._done(agent, before, pruned, reason + " (old tool outputs pruned)")
+                return
+            raise ContextTooSmall(self._too_small(messages, overflow))
+        summary = await self._summarise(agent, messages[:cut])
+        latest_user = next((m for m in reversed(messages[1:cut]) if m.get("role") == "user"), None)
+        content = f"<summary of the earlier conversation>\n{summary}\n</summary of the earlier conversation>"
+        if latest_user is not None and not any(m.get("role") == "user" for m in messages[cut:]):
+            content += f"\n\nThe current task, as the user gave it:\n{latest_user['content']}"
+        messages[1:cut] = [{"role": "user", "content": content}]
+        self._done(agent, before, cut - 1, reason)
+
+    def _done(self, agent: Agent, before: int, count: int, reason: str) -> None:
+        agent.emit(
+            Compacted(
+                before, self.estimate(agent.messages), count, reason, [dict(m) for m in agent.messages[1:]]
+            )
+        )
+
+    def _prune(self, messages: list[dict[str, Any]]) -> int:
+        assistant_indices = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+        if len(assistant_indices) <= self.prune_after:
+            return 0
+        limit = assistant_indices[-self.prune_after]
+        count = 0
+        for message in messages[:limit]:
+            content = message.get("content") or ""
+            if message.get("role") == "tool" and len(content) > 400 and not content.startswith("[pruned"):
+                message["content"] = (
+                    f"[pruned: {len(content)} characters of old tool output]\n{content[:200]}"
+                )
+                count += 1
+        return count
+
+    def _tail_start(self, messages: list[dict[str, Any]]) -> int:
+        """Where the verbatim tail begins: the keep_turns-th last assistant message (0 if too few)."""
+        assistant_indices = [i for i, m in enumerate(messages) if m.get("role") == "assistant" and i > 1]
+        if len(assistant_indices) <= self.keep_turns:
+            return assistant_indices[0] if len(assistant_indices) > 1 else 0
+        return assistant_indices[-self.keep_turns]
+
+    def _too_small(self, messages: list[dict[str, Any]], overflow: ContextOverflow) -> str:
+        needed = overflow.n_prompt_tokens or self.estimate(messages)
+        n_ctx = overflow.n_ctx or self.n_ctx
+        return (
+            f"the server's context ({n_ctx} tokens) is too small: the prompt prefix, the tools and the "
+            f"newest messages alone take {needed} tokens and nothing older is left to summarise. Start "
+            "the server with a larger context (--ctx-size, or ctx_size in the profile)."
+        )
+
+    async def _summarise(self, agent: Agent, head: list[dict[str, Any]]) -> str:
+        """Ask the model, with the same prefix and history (so the cache holds), for a summary."""
+        request = [*head, {"role": "user", "content": SUMMARY_INSTRUCTION}]
+        completion: Completion | None = None
+        try:
+            async for item in agent.client.stream(request, agent.tools.schemas(), "none", max_tokens=600):
+                if isinstance(item, Completion):
+                    completion = item
+        except ContextOverflow:
+            # The older part alone is too big to summarise: keep what the user asked and say the rest went.
+            asks = [m["content"] for m in head if m.get("role") == "user"]
+            return (
+                "The earlier conversation was too long to summarise and was dropped. The user had asked:\n"
+                + "\n---\n".join(a[:2000] for a in asks[-3:])
+            )
+        text = completion.content.strip() if completion else ""
+        return text or "(the model gave no summary)"

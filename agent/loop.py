@@ -1,0 +1,277 @@
+"""The agent loop: ask the model, run the tool calls it makes, append the results, repeat.
+
+It stops when the model answers without a tool call, when a limit is hit, or when the task running it
+is cancelled. Everything it does leaves as events through `emit`; approvals come back through the
+`approve` awaitable. It knows nothing of terminals, Textual or argparse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.context import ContextWindow
+from agent.events import (
+    ApprovalAnswer,
+    ApprovalRequested,
+    AssistantMessage,
+    ErrorEvent,
+    Event,
+    Notice,
+    PermissionDecided,
+    ToolCallStarted,
+    ToolFinished,
+    TurnCompleted,
+    TurnStarted,
+    UserMessage,
+)
+from agent.llm import Completion, ContextOverflow, LLMError, ModelClient, ToolCall
+from agent.toolcalls import calls_from_text, history_arguments
+from tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
+from tools.permissions import Permissions
+
+Approver = Callable[[ApprovalRequested], Awaitable[ApprovalAnswer]]
+REPEAT_LIMIT = 3
+
+
+@dataclass
+class Limits:
+    max_turns: int = 40  # model requests per task
+    max_seconds: float | None = None
+    max_output_tokens: int | None = None
+
+
+@dataclass
+class Outcome:
+    status: str  # completed | limit | error | repeated
+    final: str
+    turns: int
+    error: str = ""
+
+
+class StopTask(Exception):
+    """Ends the task with an outcome; raised by limits and the repeated-failure guard."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class Agent:
+    client: ModelClient
+    tools: ToolRegistry
+    ctx: ToolContext
+    permissions: Permissions
+    system_prompt: str
+    emit: Callable[[Event], None]
+    approve: Approver | None = None  # None: nobody can answer (headless); what asks is refused
+    limits: Limits = field(default_factory=Limits)
+    context: ContextWindow | None = None
+    checkpoint: Callable[[str], str | None] | None = None  # snapshot before the first change of a task
+    tool_choice: str = "auto"
+    request_overrides: dict[str, Any] = field(default_factory=dict)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    turn: int = 0  # model requests in this session
+
+    def __post_init__(self) -> None:
+        if not self.messages:
+            self.messages.append({"role": "system", "content": self.system_prompt})
+
+    async def run(self, task: str) -> Outcome:
+        self._append({"role": "user", "content": task})
+        self.emit(UserMessage(task))
+        self._changed = False
+        self._failures: tuple[str, int] = ("", 0)
+        started, first_turn, produced = time.monotonic(), self.turn, 0
+        final = ""
+        try:
+            while True:
+                if self.turn - first_turn >= self.limits.max_turns:
+                    raise StopTask("limit", f"reached the limit of {self.limits.max_turns} model requests")
+                if self.limits.max_seconds and time.monotonic() - started > self.limits.max_seconds:
+                    raise StopTask("limit", f"reached the time limit of {self.limits.max_seconds:.0f} s")
+                completion = await self._ask()
+                produced += completion.stats.output_tokens or 0
+                final = completion.content or final
+                calls = await self._record(completion)
+                tools_started = time.monotonic()
+                try:
+                    await self._execute(calls)
+                finally:  # the turn's figures are reported even when a tool stops the task
+                    self._turn_done(completion, time.monotonic() - tools_started if calls else 0.0)
+                if not calls:
+                    return Outcome("completed", completion.content, self.turn - first_turn)
+                if self.limits.max_output_tokens and produced >= self.limits.max_output_tokens:
+                    raise StopTask(
+                        "limit", f"reached the limit of {self.limits.max_output_tokens} output tokens"
+                    )
+        except StopTask as stop:
+            self.emit(ErrorEvent(stop.status, str(stop)))
+            return Outcome(stop.status, final, self.turn - first_turn, str(stop))
+        except LLMError as exc:
+            kind = type(exc).__name__
+            self.emit(ErrorEvent(_snake(kind), str(exc)))
+            return Outcome("error", final, self.turn - first_turn, f"{kind}: {exc}")
+
+    def _append(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+
+    async def _ask(self) -> Completion:
+        self.turn += 1
+        self.emit(TurnStarted(self.turn))
+        for attempt in range(2):
+            if self.context:
+                await self.context.fit(self)
+            try:
+                return await self._stream()
+            except ContextOverflow as overflow:
+                if attempt or not self.context:
+                    raise
+                await self.context.compact(self, reason=f"the server said: {overflow}", overflow=overflow)
+        raise AssertionError("unreachable")
+
+    async def _stream(self) -> Completion:
+        completion = None
+        async for item in self.client.stream(
+            self.messages, self.tools.schemas(), self.tool_choice, **self.request_overrides
+        ):
+            if isinstance(item, Completion):
+                completion = item
+            else:
+                self.emit(item)
+        assert completion is not None
+        if not completion.complete:
+            self.emit(
+                Notice("the model's answer ended without a finish reason (cut off); using what arrived")
+            )
+        return completion
+
+    async def _record(self, completion: Completion) -> list[ToolCall]:
+        """Append the assistant's message (with history-safe arguments); return the calls to run."""
+        calls, content = completion.tool_calls, completion.content
+        if not calls and content:
+            calls, content = calls_from_text(content, set(self.tools.names()))
+        history_calls = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": history_arguments(c.arguments)},
+            }
+            for c in calls
+        ]
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if history_calls:
+            message["tool_calls"] = history_calls
+        self._append(message)
+        if self.context:
+            self.context.observe(
+                self.messages, completion.stats.prompt_tokens, completion.stats.completion_tokens
+            )
+        self.emit(AssistantMessage(self.turn, content, completion.reasoning, history_calls))
+        return calls
+
+    def _turn_done(self, completion: Completion, tool_seconds: float) -> None:
+        completion.stats.tool_s = tool_seconds
+        self.emit(TurnCompleted(self.turn, completion.stats))
+
+    async def _execute(self, calls: list[ToolCall]) -> None:
+        done: set[str] = set()
+        try:
+            for call in calls:
+                result = await self._run_one(call)
+                output = self.context.cap(result.output) if self.context else result.output
+                self._append({"role": "tool", "tool_call_id": call.id, "content": output})
+                done.add(call.id)
+                self._watch_repeats(call, result)
+        except asyncio.CancelledError:
+            # Interrupted mid-tool: every call still gets a result, so the history stays consistent.
+            for call in calls:
+                if call.id not in done:
+                    self._append(
+                        {"role": "tool", "tool_call_id": call.id, "content": "(not run: interrupted)"}
+                    )
+            raise
+
+    def _watch_repeats(self, call: ToolCall, result: ToolResult) -> None:
+        key = f"{call.name}\0{call.arguments}"
+        if result.ok:
+            self._failures = ("", 0)
+            return
+        count = self._failures[1] + 1 if self._failures[0] == key else 1
+        self._failures = (key, count)
+        if count >= REPEAT_LIMIT:
+            raise StopTask(
+                "repeated",
+                f"the model repeated the same failing {call.name} call {count} times; stopping this task",
+            )
+
+    async def _run_one(self, call: ToolCall) -> ToolResult:
+        parsed = self.tools.parse(call.name, call.arguments)
+        tool = parsed.tool
+        summary = tool.summary(parsed.args) if tool and parsed.args else ""
+        self.emit(ToolCallStarted(self.turn, call.id, call.name, parsed.raw_arguments, summary))
+        began = time.monotonic()
+        if parsed.error or tool is None or parsed.args is None:
+            result = ToolResult(False, f"Error: {parsed.error}")
+        elif not (reason := await self._permitted(call, tool.effect, summary)):
+            result = await self._invoke(tool, parsed.args, call)
+        else:
+            result = ToolResult(False, f"Not run: {reason}")
+        self.emit(
+            ToolFinished(
+                self.turn,
+                call.id,
+                call.name,
+                result.ok,
+                result.output,
+                time.monotonic() - began,
+                result.display,
+            )
+        )
+        return result
+
+    async def _permitted(self, call: ToolCall, effect: str, subject: str) -> str:
+        """'' when the call may run, else why not (written for the model)."""
+        verdict = self.permissions.check(call.name, effect, subject)
+        decision, reason = verdict.decision, verdict.reason
+        if decision == "ask":
+            if self.approve is None:
+                decision, reason = "deny", f"it needs approval ({reason}) and nobody can approve in this run"
+            else:
+                request = ApprovalRequested(call.id, call.name, subject, reason, verdict.rule)
+                self.emit(request)
+                answer = await self.approve(request)
+                if answer.decision == "always":
+                    self.permissions.allow_always(call.name, verdict.rule)
+                decision = "allow" if answer.decision in ("yes", "always") else "deny"
+                reason = (
+                    "approved by the user"
+                    if decision == "allow"
+                    else (f"the user declined: {answer.message}" if answer.message else "the user declined")
+                )
+        self.emit(PermissionDecided(call.id, call.name, decision, reason))
+        return "" if decision == "allow" else reason
+
+    async def _invoke(self, tool: Any, args: Any, call: ToolCall) -> ToolResult:
+        if tool.effect != "read" and not self._changed:
+            self._changed = True
+            if self.checkpoint:
+                note = self.checkpoint(f"before {call.name}: {tool.summary(args)[:80]}")
+                if note:
+                    self.emit(Notice(note))
+        try:
+            return await tool.run(args, self.ctx)
+        except ToolError as exc:
+            return ToolResult(False, f"Error: {exc}")
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # a bug in a tool must not end the session; the model hears of it
+            return ToolResult(False, f"Error: the tool failed unexpectedly: {type(exc).__name__}: {exc}")
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")

@@ -1,0 +1,96 @@
+"""The agent for one workspace, wired from the settings and a model client: tools, permissions,
+checkpoints and the context window. Front ends call `build_agent` and consume its events.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from agent.config import Settings
+from agent.context import ContextWindow
+from agent.events import Event, Notice
+from agent.llm import ModelClient
+from agent.loop import Agent, Approver, Limits
+from agent.prompt import system_prompt, user_message
+from tools.base import Tool, ToolContext, ToolRegistry
+from tools.bash import Bash
+from tools.files import EditFile, Grep, ListFiles, ReadFile, WriteFile
+from tools.git import Checkpoints, GitDiff, GitLog, GitStatus, open_repo
+from tools.permissions import Permissions, Rules
+from tools.workspace import Workspace
+
+FALLBACK_CONTEXT = 32768  # for servers that do not say (no /props)
+
+
+def default_tools(with_git: bool) -> list[Tool]:
+    tools: list[Tool] = [Bash(), ReadFile(), EditFile(), WriteFile(), ListFiles(), Grep()]
+    if with_git:
+        tools += [GitStatus(), GitDiff(), GitLog()]
+    return tools
+
+
+def git_summary(repo) -> str | None:
+    if repo is None:
+        return None
+    try:
+        branch = repo.active_branch.name if not repo.head.is_detached else "detached HEAD"
+    except TypeError:
+        branch = "(no commits yet)"
+    changed = len(repo.git.status("--porcelain").splitlines())
+    return f"branch {branch}, {changed} changed file{'s' if changed != 1 else ''}"
+
+
+class Workbench:
+    """What a session needs besides the loop: the repository, its checkpoints, the task message."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = workspace.resolve()
+        self.repo = open_repo(self.workspace)
+        self.checkpoints = Checkpoints(self.repo) if self.repo else None
+
+    def task_message(self, task: str) -> str:
+        return user_message(task, self.workspace, git_summary(self.repo))
+
+    def checkpoint(self, label: str) -> str | None:
+        if self.checkpoints is None:
+            return None
+        made = self.checkpoints.create(label)
+        return f"checkpoint {made.ref.rsplit('/', 1)[1]} taken ({label}); /undo restores it" if made else None
+
+
+async def build_agent(
+    settings: Settings,
+    workbench: Workbench,
+    client: ModelClient,
+    emit: Callable[[Event], None],
+    approve: Approver | None,
+    approval: str | None = None,
+    limits: Limits | None = None,
+    tool_choice: str = "auto",
+    history: list | None = None,
+) -> Agent:
+    if workbench.repo is None:
+        emit(Notice("not a git repository: the agent works without checkpoints, so /undo is unavailable"))
+    tools = ToolRegistry(default_tools(with_git=workbench.repo is not None))
+    permissions = Permissions(
+        approval or settings.approval, Rules(**settings.permissions.model_dump()), workbench.workspace
+    )
+    n_ctx = await client.server_context_size() or FALLBACK_CONTEXT
+    reserve = int(client.endpoint.sampling.get("max_tokens") or min(4096, n_ctx // 4))
+    context = ContextWindow(n_ctx, reserve, tools_chars=len(json.dumps(tools.schemas())))
+    return Agent(
+        client=client,
+        tools=tools,
+        ctx=ToolContext(Workspace(workbench.workspace, list(settings.extra_roots))),
+        permissions=permissions,
+        system_prompt=system_prompt(workbench.workspace),
+        emit=emit,
+        approve=approve,
+        limits=limits or Limits(max_turns=settings.max_turns),
+        context=context,
+        checkpoint=workbench.checkpoint,
+        tool_choice=tool_choice,
+        messages=list(history or []),
+    )

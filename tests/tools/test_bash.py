@@ -1,0 +1,122 @@
+"""The bash tool with real processes: output, exit codes, cwd, timeouts and no orphans."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from tools.base import ToolContext
+from tools.bash import Bash, BashArgs, CappedOutput
+from tools.workspace import Workspace
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> ToolContext:
+    root = tmp_path / "ws"
+    root.mkdir()
+    return ToolContext(Workspace(root))
+
+
+def alive(pid: int, settle: float = 2.0) -> bool:
+    """Whether pid still runs; a SIGKILL sent a moment ago is given `settle` seconds to land."""
+    deadline = time.monotonic() + settle
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return False
+        if state == "Z":
+            return False
+        if time.monotonic() > deadline:
+            return True
+        time.sleep(0.02)
+
+
+async def test_output_and_exit_code_are_reported(ctx):
+    result = await Bash().run(BashArgs(command="echo hello; echo oops >&2; exit 3"), ctx)
+    assert not result.ok
+    assert result.output == "hello\noops\n[exit code 3]"
+    assert result.display["exit_code"] == 3
+
+
+async def test_the_working_directory_persists_between_calls(ctx):
+    (ctx.workspace.root / "sub").mkdir()
+    await Bash().run(BashArgs(command="cd sub"), ctx)
+    result = await Bash().run(BashArgs(command="pwd"), ctx)
+    assert result.output.splitlines()[0] == str(ctx.workspace.root / "sub")
+
+
+async def test_leaving_the_workspace_resets_the_directory(ctx):
+    result = await Bash().run(BashArgs(command="cd /"), ctx)
+    assert "left the workspace" in result.output
+    assert (await Bash().run(BashArgs(command="pwd"), ctx)).output.splitlines()[0] == str(ctx.workspace.root)
+
+
+async def test_stdin_is_closed_so_reading_it_does_not_hang(ctx):
+    result = await Bash(default_timeout=10).run(BashArgs(command="read line; echo got:$line"), ctx)
+    assert result.output.startswith("got:")
+
+
+async def test_a_runaway_command_is_killed_with_its_children(ctx):
+    marker = ctx.workspace.root / "pids"
+    command = f"sleep 300 & echo $! > {marker}; sleep 300"
+    started = time.monotonic()
+    result = await Bash(grace=0.5).run(BashArgs(command=command, timeout=1), ctx)
+    assert time.monotonic() - started < 10
+    assert not result.ok and "timed out after 1 s" in result.output
+    child = int(marker.read_text())
+    assert not alive(child)
+
+
+async def test_a_child_ignoring_sigterm_is_killed_too(ctx):
+    marker = ctx.workspace.root / "pid"
+    command = f"bash -c 'trap \"\" TERM; echo $$ > {marker}; sleep 300' & sleep 300"
+    await Bash(grace=0.3).run(BashArgs(command=command, timeout=1), ctx)
+    deadline = time.monotonic() + 5
+    while not marker.exists() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not alive(int(marker.read_text()))
+
+
+async def test_cancelling_kills_the_command(ctx):
+    marker = ctx.workspace.root / "pid"
+    task = asyncio.create_task(Bash(grace=0.3).run(BashArgs(command=f"echo $$ > {marker}; sleep 300"), ctx))
+    while not marker.exists():
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not alive(int(marker.read_text()))
+
+
+async def test_long_output_keeps_head_and_tail_and_counts_what_was_dropped(ctx):
+    result = await Bash(max_output=2000).run(BashArgs(command="seq 1 100000"), ctx)
+    lines = result.output.splitlines()
+    assert lines[0] == "1" and lines[-2] == "100000" and lines[-1] == "[exit code 0]"
+    assert "bytes of output dropped" in result.output
+    assert result.display["bytes"] == len("\n".join(str(i) for i in range(1, 100001))) + 1
+
+
+def test_capped_output_is_exact_below_the_limit():
+    out = CappedOutput(100)
+    for piece in (b"abc", b"def"):
+        out.feed(piece)
+    assert out.text() == "abcdef" and out.dropped == 0
+
+
+async def test_environment_avoids_pagers(ctx):
+    result = await Bash().run(BashArgs(command="echo $PAGER $GIT_PAGER"), ctx)
+    assert result.output.startswith("cat cat")
+
+
+async def test_no_orphans_after_many_commands(ctx):
+    before = set(os.listdir("/proc"))
+    for _ in range(5):
+        await Bash().run(BashArgs(command="true"), ctx)
+    leftover = [p for p in set(os.listdir("/proc")) - before if p.isdigit() and alive(int(p), settle=0)]
+    assert not [p for p in leftover if Path(f"/proc/{p}/comm").read_text().strip() == "bash"]

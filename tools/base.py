@@ -1,0 +1,159 @@
+"""The tool protocol, its result, the registry, and JSON schemas from pydantic argument models.
+
+A tool is any object with a `name`, a `description`, an `Args` pydantic model and an async `run`.
+Tools return data (`ToolResult`) instead of raising: whatever went wrong goes back to the model as
+text it can act on. `ToolError` is the shorthand for that inside a tool.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ValidationError
+
+from tools.workspace import Workspace
+
+
+class ToolError(Exception):
+    """A failure the model can fix; its message is written for the model."""
+
+
+@dataclass
+class ToolResult:
+    ok: bool
+    output: str  # what the model reads
+    display: dict[str, Any] = field(default_factory=dict)  # for front ends: diff, exit code, path...
+
+
+@dataclass
+class ToolContext:
+    """What a tool may use: the workspace boundary and a place for per-session tool state."""
+
+    workspace: Workspace
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Tool(Protocol):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Args: ClassVar[type[BaseModel]]
+    # "read" never changes anything; "edit" changes files in the workspace; "exec" runs commands.
+    effect: ClassVar[str]
+
+    async def run(self, args: Any, ctx: ToolContext) -> ToolResult: ...
+
+    def summary(self, args: Any) -> str: ...
+
+
+def clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A compact JSON schema: no titles, `X | None = None` shown as an optional X.
+
+    Small local models and llama.cpp's grammar both do better with plain schemas.
+    """
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            node = {k: walk(v) for k, v in node.items() if k != "title"}
+            options = node.get("anyOf")
+            if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+                other = next(o for o in options if o != {"type": "null"})
+                node = {**{k: v for k, v in node.items() if k != "anyOf"}, **other}
+                if node.get("default", 0) is None:
+                    node.pop("default")
+            return node
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    cleaned = walk(schema)
+    cleaned.pop("description", None)  # the tool's own description says it
+    return cleaned
+
+
+def tool_schema(tool: Tool) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": clean_schema(tool.Args.model_json_schema()),
+        },
+    }
+
+
+@dataclass
+class ParsedCall:
+    tool: Tool | None
+    args: BaseModel | None
+    raw_arguments: Any  # the parsed JSON, or the raw text when it did not parse
+    error: str | None = None
+
+
+class ToolRegistry:
+    """Tools by name, in a fixed order: the tool list is part of the cached prompt prefix."""
+
+    def __init__(self, tools: list[Tool]) -> None:
+        self.tools: dict[str, Tool] = {}
+        for tool in tools:
+            if tool.name in self.tools:
+                raise ValueError(f"two tools are named {tool.name}")
+            self.tools[tool.name] = tool
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [tool_schema(tool) for tool in self.tools.values()]
+
+    def names(self) -> list[str]:
+        return list(self.tools)
+
+    def parse(self, name: str, arguments: str | dict | None) -> ParsedCall:
+        """Validate a call; every problem comes back as an error message naming the expected schema."""
+        tool = self.tools.get(name)
+        if tool is None:
+            known = ", ".join(self.tools)
+            return ParsedCall(None, None, arguments, f"Unknown tool '{name}'. Available tools: {known}.")
+        if isinstance(arguments, dict):
+            data: Any = arguments
+        else:
+            text = (arguments or "").strip() or "{}"
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as exc:
+                return ParsedCall(
+                    tool,
+                    None,
+                    arguments,
+                    f"The arguments of {name} are not valid JSON ({exc.msg} at position {exc.pos}; "
+                    f"they may have been cut off). Send a complete JSON object for {self._schema(tool)}",
+                )
+        if not isinstance(data, dict):
+            return ParsedCall(
+                tool, None, data, f"The arguments of {name} must be a JSON object for {self._schema(tool)}"
+            )
+        try:
+            return ParsedCall(tool, tool.Args.model_validate(data), data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"'{'.'.join(str(p) for p in e['loc']) or '(object)'}': {e['msg']}" for e in exc.errors()
+            )
+            return ParsedCall(
+                tool, None, data, f"Invalid arguments for {name}: {problems}. Expected: {self._schema(tool)}"
+            )
+
+    @staticmethod
+    def _schema(tool: Tool) -> str:
+        return signature(tool)
+
+
+def signature(tool: Tool) -> str:
+    """A tool's arguments in one short line, 'bash(command: string, timeout?: integer)': error messages
+    repeat it, and every token of them is re-read by the model on each later turn."""
+    schema = clean_schema(tool.Args.model_json_schema())
+    required = set(schema.get("required", []))
+    parts = []
+    for name, prop in schema.get("properties", {}).items():
+        kind = prop.get("type") or "any"
+        parts.append(f"{name}{'' if name in required else '?'}: {kind}")
+    return f"{tool.name}({', '.join(parts)})"
