@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from agent.config import Settings
@@ -47,7 +49,7 @@ async def test_each_request_reuses_the_whole_previous_prompt_from_the_cache(tiny
     _, events = await session(tiny_server, tmp_path, "auto", ["Say hello.", "Say it again.", "Once more."])
     stats = [e.stats for e in events if isinstance(e, TurnCompleted)]
     assert len(stats) == 3
-    for before, after in zip(stats, stats[1:], strict=False):
+    for before, after in itertools.pairwise(stats):
         # The prefix and the history are resent byte for byte, so the server only processes what is new.
         assert after.cache_n >= before.cache_n + before.prompt_n
         assert after.cache_reuse >= 0.9
