@@ -18,7 +18,7 @@ from typing import Any
 
 from agent.config import state_dir
 from agent.llm import Completion, Endpoint, ModelClient
-from agent.telemetry import TelemetryLog, TurnStats
+from agent.telemetry import TelemetryLog, TurnStats, summarise_turns
 
 SEED_PROMPTS = {
     "task-store": (
@@ -100,15 +100,9 @@ def summarise(results: list[BenchResult]) -> dict[str, dict[str, Any]]:
         by_profile.setdefault(r.profile, []).append(r)
     summary = {}
     for profile, rows in by_profile.items():
-        gen = [r.stats.predicted_per_second or r.stats.client_tokens_per_second or 0 for r in rows]
         ratios = [r.client_server_ratio for r in rows if r.client_server_ratio]
-        drafted = sum(r.stats.drafted or 0 for r in rows)
-        accepted = sum(r.stats.accepted or 0 for r in rows)
-        summary[profile] = {
-            "median_gen_tok_s": statistics.median(gen) if gen else None,
-            "median_client_over_server": statistics.median(ratios) if ratios else None,
-            "acceptance": accepted / drafted if drafted else None,
-            "tokens": sum(r.stats.output_tokens or 0 for r in rows),
+        summary[profile] = summarise_turns([r.stats for r in rows]) | {
+            "median_client_over_server": statistics.median(ratios) if ratios else None
         }
     return summary
 

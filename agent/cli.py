@@ -21,6 +21,8 @@ HANDLERS = {
     ("doctor",): "agent.commands.doctor:cmd_doctor",
     ("bench",): "agent.commands.bench:cmd_bench",
     ("stats",): "agent.commands.stats:cmd_stats",
+    ("run",): "agent.headless:cmd_run",
+    ("sessions",): "agent.commands.sessions:cmd_sessions",
 }
 
 
@@ -91,6 +93,25 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--runs", type=int, default=1, help="repeat the prompt set")
     bench.add_argument("--prompt-file", help="your own prompts, separated by lines of ---")
     bench.add_argument("--json", action="store_true", help="results as JSON on stdout")
+
+    run = commands.add_parser("run", help="do one task headless (for scripts and CI); see exit codes below")
+    run.add_argument("task", nargs="?", help="task file: Markdown, with optional YAML front matter")
+    run.add_argument("-p", "--profile", help="server profile (overrides the front matter)")
+    run.add_argument("--base-url", help="attach to this OpenAI-compatible server (also AGENT_BASE_URL)")
+    run.add_argument("--max-turns", type=int, help="model requests before stopping (exit 3)")
+    run.add_argument("--approval", choices=["ask", "auto-edit", "full-auto", "read-only"])
+    run.add_argument("--workdir", help="where the agent works (default: front matter, then here)")
+    run.add_argument("--resume", metavar="SESSION", help="continue a session where it stopped")
+    run.add_argument("--tool-choice", choices=["auto", "required"], help=argparse.SUPPRESS)
+    run.add_argument("--json", action="store_true", help="one JSON event per line on stdout")
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    run.epilog = (
+        "exit codes: 0 success, 1 task or check failed, 2 usage/config, 3 limit, 4 server, 130 interrupted"
+    )
+
+    sessions = commands.add_parser("sessions", help="past sessions: time, task, profile, turns, outcome")
+    sessions.add_argument("--json", action="store_true")
+    sessions.add_argument("-n", "--limit", type=int, default=20)
 
     stats = commands.add_parser("stats", help="per-turn speed, cache reuse and draft acceptance of sessions")
     stats.add_argument(

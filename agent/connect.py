@@ -109,9 +109,14 @@ def connect(
     paths = machine_paths(settings, build_progress=build_progress, on_build=on_build)
     plan = plan_launch(profile, paths, port=port, api_key=api_key, ctx_size=ctx_size)
     registry = ServerRegistry(state_dir())
-    handle = start(plan, registry, state_dir() / "logs", start_progress)
+    handle = start(plan, registry, state_dir() / "logs", start_progress, owned=not keep_running)
+    ours = not handle.reused
+    if handle.reused and handle.record.is_orphaned() and not keep_running:
+        # Started by a run that died before it could stop it (kill -9): this run stops it instead.
+        registry.adopt(handle.record.pid)
+        ours = True
     try:
         yield Connection(endpoint_for(profile, handle.base_url, api_key), profile, handle, tuple(plan.notes))
     finally:
-        if not handle.reused and not keep_running:
+        if ours and not keep_running:
             stop(handle, registry)

@@ -49,16 +49,23 @@ class ContextWindow:
         prune_after: int = 2,
     ) -> None:
         self.n_ctx = n_ctx
-        self.reserve = reserve  # tokens kept free for the answer (max_tokens)
+        self.reserve = min(reserve, n_ctx // 3)  # tokens kept free for the answer (max_tokens)
         self.tools_chars = tools_chars
         self.threshold = threshold
         self.keep_turns = keep_turns  # assistant turns kept verbatim by a summary
         self.prune_after = prune_after  # tool outputs older than this many assistant turns may be pruned
         self.known: tuple[int, int] | None = None  # (messages counted, prompt tokens the server reported)
+        self.prefix_tokens: int | None = None  # system prompt + tools, as the server counted them
 
     @property
     def budget(self) -> int:
         return int(self.n_ctx * self.threshold) - self.reserve
+
+    @property
+    def target(self) -> int:
+        """Where compaction aims: well under the budget, so that it is not needed again next turn
+        (each compaction costs one cache miss after the prefix)."""
+        return int(self.budget * 0.6)
 
     def cap(self, output: str, share: float = 0.3) -> str:
         """A tool output cut to a share of the budget (head and tail kept): one huge file or log must
@@ -74,15 +81,22 @@ class ContextWindow:
         self, messages: list[dict[str, Any]], prompt_tokens: int | None, completion_tokens: int | None
     ) -> None:
         """After a request: the server's exact count for the prompt it just processed."""
-        if prompt_tokens:
-            # The prompt was every message but the assistant answer just appended; the answer is exact too.
-            self.known = (len(messages), prompt_tokens + (completion_tokens or 0))
+        if not prompt_tokens:
+            return
+        # The prompt was every message but the assistant answer just appended; the answer is exact too.
+        self.known = (len(messages), prompt_tokens + (completion_tokens or 0))
+        if self.prefix_tokens is None:
+            rest = sum(_chars(m) for m in messages[1:-1]) / CHARS_PER_TOKEN
+            self.prefix_tokens = max(1, int(prompt_tokens - rest))
 
     def estimate(self, messages: list[dict[str, Any]]) -> int:
         if self.known and self.known[0] <= len(messages):
             counted, tokens = self.known
             return tokens + int(sum(_chars(m) for m in messages[counted:]) / CHARS_PER_TOKEN)
-        return int((self.tools_chars + sum(_chars(m) for m in messages)) / CHARS_PER_TOKEN)
+        body = sum(_chars(m) for m in messages[1:]) / CHARS_PER_TOKEN
+        if self.prefix_tokens is not None:
+            return int(self.prefix_tokens + body)
+        return int((self.tools_chars + _chars(messages[0])) / CHARS_PER_TOKEN + body)
 
     async def fit(self, agent: Agent) -> None:
         repair_history(agent.messages)
@@ -90,31 +104,54 @@ class ContextWindow:
             await self.compact(agent, reason="the next request would not fit the context")
 
     async def compact(self, agent: Agent, reason: str, overflow: ContextOverflow | None = None) -> None:
+        """Shrink the history after the system prompt: prune old tool outputs, then summarise older
+        turns (keeping fewer verbatim if needed), then cut what is left of big outputs."""
         messages = agent.messages
         before = (
             overflow.n_prompt_tokens if overflow and overflow.n_prompt_tokens else self.estimate(messages)
         )
+        if overflow and overflow.n_prompt_tokens:
+            # The server's count is exact: scale our estimate of the body to it.
+            self.prefix_tokens = max(
+                1, int(overflow.n_prompt_tokens - sum(_chars(m) for m in messages[1:]) / CHARS_PER_TOKEN)
+            )
         self.known = None  # counts are stale once the history changes
-        pruned = self._prune(messages)
-        if pruned and not overflow and self.estimate(messages) <= self.budget:
-            self._done(agent, before, pruned, reason + " (old tool outputs pruned)")
-            return
-        cut = self._tail_start(messages)
-        if cut <= 1:
-            if overflow is None:
-                # Nothing old enough to summarise yet: our estimate is pessimistic, so let the server
-                # judge; a real overflow comes back here with the server's own numbers.
-                if pruned:
-                    self._done(agent, before, pruned, reason + " (old tool outputs pruned)")
-                return
+        summarised = self._prune(messages)
+        steps = ["old tool outputs pruned"] if summarised else []
+        must_shrink = overflow is not None  # the server's word beats our estimate
+        for keep in (self.keep_turns, 1):
+            if not must_shrink and self.estimate(messages) <= self.target:
+                break
+            cut = self._tail_start(messages, keep)
+            if cut <= 2:
+                continue  # at most one message before the tail: a summary of it would save nothing
+            replaced = int(sum(_chars(m) for m in messages[1:cut]) / CHARS_PER_TOKEN)
+            summary = await self._summarise(agent, messages[:cut], max_tokens=max(32, replaced // 2))
+            latest_user = next((m for m in reversed(messages[1:cut]) if m.get("role") == "user"), None)
+            content = (
+                f"<summary of the earlier conversation>\n{summary}\n</summary of the earlier conversation>"
+            )
+            if latest_user is not None and not any(m.get("role") == "user" for m in messages[cut:]):
+                task = latest_user["content"]
+                task = task.split("</summary of the earlier conversation>")[-1].strip()
+                content += f"\n\nThe current task, as the user gave it:\n{task}"
+            summarised += cut - 1
+            messages[1:cut] = [{"role": "user", "content": content}]
+            steps.append(f"{cut - 1} messages summarised")
+            must_shrink = False
+        if self.estimate(messages) > self.budget:
+            shortened = 0
+            for message in messages[1:]:
+                if message.get("role") == "tool":
+                    content = message.get("content") or ""
+                    message["content"] = self.cap(content, share=0.1)
+                    shortened += message["content"] != content
+            if shortened:
+                steps.append(f"{shortened} tool outputs shortened")
+        if overflow is not None and not steps:
             raise ContextTooSmall(self._too_small(messages, overflow))
-        summary = await self._summarise(agent, messages[:cut])
-        latest_user = next((m for m in reversed(messages[1:cut]) if m.get("role") == "user"), None)
-        content = f"<summary of the earlier conversation>\n{summary}\n</summary of the earlier conversation>"
-        if latest_user is not None and not any(m.get("role") == "user" for m in messages[cut:]):
-            content += f"\n\nThe current task, as the user gave it:\n{latest_user['content']}"
-        messages[1:cut] = [{"role": "user", "content": content}]
-        self._done(agent, before, cut - 1, reason)
+        if steps:
+            self._done(agent, before, summarised, f"{reason} ({', '.join(steps)})")
 
     def _done(self, agent: Agent, before: int, count: int, reason: str) -> None:
         agent.emit(
@@ -131,19 +168,18 @@ class ContextWindow:
         count = 0
         for message in messages[:limit]:
             content = message.get("content") or ""
-            if message.get("role") == "tool" and len(content) > 400 and not content.startswith("[pruned"):
+            if message.get("role") == "tool" and len(content) > 300 and not content.startswith("[pruned"):
                 message["content"] = (
-                    f"[pruned: {len(content)} characters of old tool output]\n{content[:200]}"
+                    f"[pruned: {len(content)} characters of old tool output]\n{content[:120]}"
                 )
                 count += 1
         return count
 
-    def _tail_start(self, messages: list[dict[str, Any]]) -> int:
-        """Where the verbatim tail begins: the keep_turns-th last assistant message (0 if too few)."""
+    def _tail_start(self, messages: list[dict[str, Any]], keep: int) -> int:
+        """Where the verbatim tail begins: the keep-th last assistant message (0 when there is none
+        after the first message)."""
         assistant_indices = [i for i, m in enumerate(messages) if m.get("role") == "assistant" and i > 1]
-        if len(assistant_indices) <= self.keep_turns:
-            return assistant_indices[0] if len(assistant_indices) > 1 else 0
-        return assistant_indices[-self.keep_turns]
+        return assistant_indices[-keep] if len(assistant_indices) >= keep else 0
 
     def _too_small(self, messages: list[dict[str, Any]], overflow: ContextOverflow) -> str:
         needed = overflow.n_prompt_tokens or self.estimate(messages)
@@ -154,12 +190,14 @@ class ContextWindow:
             "the server with a larger context (--ctx-size, or ctx_size in the profile)."
         )
 
-    async def _summarise(self, agent: Agent, head: list[dict[str, Any]]) -> str:
-        """Ask the model, with the same prefix and history (so the cache holds), for a summary."""
+    async def _summarise(self, agent: Agent, head: list[dict[str, Any]], max_tokens: int) -> str:
+        """Ask the model, with the same prefix and history (so the cache holds), for a summary no
+        longer than half of what it replaces."""
         request = [*head, {"role": "user", "content": SUMMARY_INSTRUCTION}]
+        limit = max(32, min(600, self.target // 4, max_tokens))
         completion: Completion | None = None
         try:
-            async for item in agent.client.stream(request, agent.tools.schemas(), "none", max_tokens=600):
+            async for item in agent.client.stream(request, agent.tools.schemas(), "none", max_tokens=limit):
                 if isinstance(item, Completion):
                     completion = item
         except ContextOverflow:
@@ -167,7 +205,7 @@ class ContextWindow:
             asks = [m["content"] for m in head if m.get("role") == "user"]
             return (
                 "The earlier conversation was too long to summarise and was dropped. The user had asked:\n"
-                + "\n---\n".join(a[:2000] for a in asks[-3:])
+                + "\n---\n".join(a[:1000] for a in asks[-2:])
             )
         text = completion.content.strip() if completion else ""
-        return text or "(the model gave no summary)"
+        return text[: int(limit * CHARS_PER_TOKEN)] or "(the model gave no summary)"

@@ -81,9 +81,11 @@ class Agent:
         if not self.messages:
             self.messages.append({"role": "system", "content": self.system_prompt})
 
-    async def run(self, task: str) -> Outcome:
-        self._append({"role": "user", "content": task})
-        self.emit(UserMessage(task))
+    async def run(self, task: str | None) -> Outcome:
+        """Work on `task` until done. With None, continue the history as it stands (a resumed session)."""
+        if task is not None:
+            self._append({"role": "user", "content": task})
+            self.emit(UserMessage(task))
         self._changed = False
         self._failures: tuple[str, int] = ("", 0)
         started, first_turn, produced = time.monotonic(), self.turn, 0
@@ -183,8 +185,7 @@ class Agent:
         try:
             for call in calls:
                 result = await self._run_one(call)
-                output = self.context.cap(result.output) if self.context else result.output
-                self._append({"role": "tool", "tool_call_id": call.id, "content": output})
+                self._append({"role": "tool", "tool_call_id": call.id, "content": result.output})
                 done.add(call.id)
                 self._watch_repeats(call, result)
         except asyncio.CancelledError:
@@ -221,6 +222,8 @@ class Agent:
             result = await self._invoke(tool, parsed.args, call)
         else:
             result = ToolResult(False, f"Not run: {reason}")
+        if self.context:  # what the model reads and what the transcript keeps are the same text
+            result.output = self.context.cap(result.output)
         self.emit(
             ToolFinished(
                 self.turn,

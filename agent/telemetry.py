@@ -149,6 +149,28 @@ def _k(value: float) -> str:
     return f"{value / 1000:.1f}k" if value >= 1000 else f"{value:.0f}"
 
 
+def summarise_turns(stats: list[TurnStats]) -> dict[str, Any]:
+    """Totals, medians and overall ratios (sums over turns, not means of per-turn ratios)."""
+    import statistics
+
+    gen = [s.generation_tokens_per_second for s in stats if s.generation_tokens_per_second]
+    prefill = [s.prompt_per_second for s in stats if s.prompt_per_second and s.prompt_n]
+    drafted = sum(s.drafted or 0 for s in stats)
+    accepted = sum(s.accepted or 0 for s in stats)
+    cached = sum(s.cache_n or 0 for s in stats)
+    processed = sum(s.prompt_n or 0 for s in stats)
+    return {
+        "turns": len(stats),
+        "output_tokens": sum(s.output_tokens or 0 for s in stats),
+        "median_gen_tok_s": statistics.median(gen) if gen else None,
+        "median_prefill_tok_s": statistics.median(prefill) if prefill else None,
+        "acceptance": accepted / drafted if drafted else None,
+        "cache_reuse": cached / (cached + processed) if cached + processed else None,
+        "wall_s": sum(s.wall_s for s in stats),
+        "tool_s": sum(s.tool_s for s in stats),
+    }
+
+
 # Counter names for draft tokens on llama-server and on vLLM.
 _DRAFT_COUNTERS = {
     "drafted": ("llamacpp:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_draft_tokens_total"),

@@ -98,8 +98,7 @@ class Bash:
         timeout = args.timeout or self.default_timeout
         with tempfile.NamedTemporaryFile(prefix="agent-cwd-", delete=False) as marker:
             cwd_file = marker.name
-        # Run the command as written, then record where it left us; its own exit code is kept.
-        script = f"{args.command}\n__agent_rc=$?\npwd -P > {shlex.quote(cwd_file)}\nexit $__agent_rc\n"
+        script = self._script(args.command, cwd_file)
         output = CappedOutput(self.max_output)
         started = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
@@ -141,6 +140,19 @@ class Bash:
             "dropped": output.dropped,
         }
         return ToolResult(not timed_out and code == 0, body, display)
+
+    @staticmethod
+    def _script(command: str, cwd_file: str) -> str:
+        """The command as written, then a record of where it left us; its own exit code is kept.
+
+        A watchdog ends the command's process group if the agent itself dies (kill -9 leaves no
+        chance to clean up otherwise); it exits with the command, via the EXIT trap.
+        """
+        watchdog = (
+            f"( while kill -0 {os.getpid()} 2>/dev/null; do sleep 1; done; kill -KILL -$$ ) "
+            ">/dev/null 2>&1 </dev/null &\n__agent_watchdog=$!\ntrap 'kill $__agent_watchdog 2>/dev/null' EXIT\n"
+        )
+        return f"{watchdog}{command}\n__agent_rc=$?\npwd -P > {shlex.quote(cwd_file)}\nexit $__agent_rc\n"
 
     @staticmethod
     async def _pump(proc: asyncio.subprocess.Process, output: CappedOutput) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import statistics
 from argparse import Namespace
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from rich.table import Table
 from agent import console
 from agent.config import Settings, state_dir
 from agent.errors import AgentError
-from agent.telemetry import TurnStats, read_jsonl
+from agent.telemetry import TurnStats, read_jsonl, summarise_turns
 
 
 def telemetry_dir() -> Path:
@@ -41,27 +40,9 @@ def _find(name: str) -> Path:
 
 
 def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
-    stats = [TurnStats.from_dict(r.get("stats", {})) for r in records]
-    gen = [s.generation_tokens_per_second for s in stats if s.generation_tokens_per_second]
-    prefill = [s.prompt_per_second for s in stats if s.prompt_per_second and s.prompt_n]
-    drafted = sum(s.drafted or 0 for s in stats)
-    accepted = sum(s.accepted or 0 for s in stats)
-    cached = sum(s.cache_n or 0 for s in stats)
-    processed = sum(s.prompt_n or 0 for s in stats)
     first = records[0] if records else {}
-    return {
-        "session": first.get("session", ""),
-        "profile": first.get("profile", ""),
-        "spec_mode": first.get("spec_mode", ""),
-        "turns": len(records),
-        "output_tokens": sum(s.output_tokens or 0 for s in stats),
-        "median_gen_tok_s": statistics.median(gen) if gen else None,
-        "median_prefill_tok_s": statistics.median(prefill) if prefill else None,
-        "acceptance": accepted / drafted if drafted else None,
-        "cache_reuse": cached / (cached + processed) if cached + processed else None,
-        "wall_s": sum(s.wall_s for s in stats),
-        "tool_s": sum(s.tool_s for s in stats),
-    }
+    meta = {k: first.get(k, "") for k in ("session", "profile", "spec_mode")}
+    return meta | summarise_turns([TurnStats.from_dict(r.get("stats", {})) for r in records])
 
 
 def _f(value: float | None, fmt: str = "{:.1f}") -> str:

@@ -219,8 +219,13 @@ def start(
     log_dir: Path,
     progress: StartProgress | None = None,
     timeout: float | None = None,
+    owned: bool = False,
 ) -> ServerHandle:
-    """Start the planned server and wait until it is healthy; reuse ours if it already runs there."""
+    """Start the planned server and wait until it is healthy; reuse ours if it already runs there.
+
+    `owned`: this process will stop the server when it is done (recorded, so that a run killed before
+    it could do so leaves a server the next run adopts).
+    """
     progress = progress or (lambda _t, _m: None)
     existing = registry.at(plan.host, plan.port)
     if existing:
@@ -265,6 +270,8 @@ def start(
             binary=str(plan.binary),
             argv=plan.argv,
             started_at=time.time(),
+            owner_pid=os.getpid() if owned else None,
+            owner_start=process_start_time(os.getpid()) if owned else "",
         ),
         process=proc,
     )

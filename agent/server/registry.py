@@ -27,9 +27,16 @@ class ServerRecord:
     argv: list[str] = field(default_factory=list)
     started_at: float = 0.0
     proc_start: str = ""
+    # The agent process that started this server for one run and will stop it (None: detached, from
+    # `agent server start`). A server whose owner died (kill -9) is adopted by the next run using it.
+    owner_pid: int | None = None
+    owner_start: str = ""
 
     def is_alive(self) -> bool:
         return process_start_time(self.pid) == self.proc_start and self.proc_start != ""
+
+    def is_orphaned(self) -> bool:
+        return self.owner_pid is not None and process_start_time(self.owner_pid) != self.owner_start
 
 
 def process_start_time(pid: int) -> str:
@@ -89,6 +96,13 @@ class ServerRegistry:
     def remove(self, pid: int) -> None:
         with self._locked() as records:
             records[:] = [r for r in records if r.pid != pid]
+
+    def adopt(self, pid: int) -> None:
+        """This process takes over stopping the server (its previous owner is gone)."""
+        with self._locked() as records:
+            for record in records:
+                if record.pid == pid:
+                    record.owner_pid, record.owner_start = os.getpid(), process_start_time(os.getpid())
 
     def at(self, host: str, port: int) -> ServerRecord | None:
         return next((r for r in self.running() if r.port == port and _same_host(r.host, host)), None)
