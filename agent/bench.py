@@ -111,3 +111,41 @@ def run(
     endpoint: Endpoint, prompts: dict[str, str], max_tokens: int, temperature: float, runs: int
 ) -> list[BenchResult]:
     return asyncio.run(run_prompts(endpoint, prompts, max_tokens, temperature, runs))
+
+
+async def run_conversation(
+    settings, endpoint: Endpoint, prompts: dict[str, str], tool_choice: str, max_turns: int
+) -> tuple[str, list[TurnStats]]:
+    """The prompts as follow-ups in one agent session (real loop, real tools, a scratch workspace).
+
+    What it measures is the prompt cache across turns: from the second request on, the server should
+    only process what is new.
+    """
+    import tempfile
+
+    from agent.events import SessionStarted
+    from agent.loop import Limits
+    from agent.recorder import SessionRecorder
+    from agent.session import new_session_id
+    from agent.wiring import Workbench, build_agent
+
+    client = ModelClient(endpoint)
+    model = await client.model_name()
+    session_id = new_session_id()
+    recorder = SessionRecorder(state_dir(), session_id, endpoint.profile, model, endpoint.spec_mode)
+    try:
+        with tempfile.TemporaryDirectory(prefix="agent-bench-") as scratch:
+            workbench = Workbench(Path(scratch))
+            recorder(
+                SessionStarted(session_id, endpoint.profile, model, scratch, "agent bench --conversation")
+            )
+            agent = await build_agent(
+                settings, workbench, client, recorder, approve=None, approval="full-auto",
+                limits=Limits(max_turns=max_turns), tool_choice=tool_choice,
+            )  # fmt: skip
+            for prompt in prompts.values():
+                await agent.run(workbench.task_message(prompt))
+    finally:
+        recorder.close()
+        await client.close()
+    return session_id, recorder.stats

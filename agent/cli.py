@@ -93,6 +93,16 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--runs", type=int, default=1, help="repeat the prompt set")
     bench.add_argument("--prompt-file", help="your own prompts, separated by lines of ---")
     bench.add_argument("--json", action="store_true", help="results as JSON on stdout")
+    bench.add_argument(
+        "--conversation", action="store_true",
+        help="send the prompts as follow-ups in one agent session and show the prompt-cache reuse per request",
+    )  # fmt: skip
+    bench.add_argument(
+        "--tool-choice", default="auto", choices=["auto", "required"], help="with --conversation"
+    )
+    bench.add_argument(
+        "--max-turns", type=int, default=4, help="model requests per prompt, with --conversation"
+    )
 
     run = commands.add_parser("run", help="do one task headless (for scripts and CI); see exit codes below")
     run.add_argument("task", nargs="?", help="task file: Markdown, with optional YAML front matter")

@@ -175,7 +175,8 @@ class Printer:
     @staticmethod
     def describe(event: Event) -> str:
         kind = event.kind
-        if kind == "assistant.message" and event.content.strip():
+        if kind == "assistant.message" and event.content.strip() and event.tool_calls:
+            # (an answer without tool calls is the final one: it goes to stdout at the end)
             return "  " + event.content.strip().replace("\n", "\n  ")
         if kind == "tool.call":
             return f"▸ {event.name}  {event.summary}"[:200]
@@ -301,7 +302,7 @@ async def run_task(args: Any, settings: Settings) -> int:
     if not args.json and outcome and outcome.final:
         print(outcome.final)
     if not args.json and not args.quiet:
-        _explain(status, check, outcome, session_id)
+        _explain(status, check, outcome, session_id, summary)
     return code
 
 
@@ -335,7 +336,18 @@ def _result(outcome, check: dict | None, interrupted: bool) -> tuple[str, int]:
     return "completed", EXIT["success"]
 
 
-def _explain(status: str, check: dict | None, outcome, session_id: str) -> None:
+def _figures(summary: dict[str, Any]) -> str:
+    parts = [f"{summary['turns']} turn{'s' if summary['turns'] != 1 else ''}"]
+    if summary.get("median_gen_tok_s"):
+        parts.append(f"{summary['median_gen_tok_s']:.0f} tok/s gen (median)")
+    if summary.get("acceptance") is not None:
+        parts.append(f"draft {summary['acceptance']:.0%}")
+    if summary.get("cache_reuse") is not None:
+        parts.append(f"cache {summary['cache_reuse']:.0%}")
+    return " · ".join(parts)
+
+
+def _explain(status: str, check: dict | None, outcome, session_id: str, summary: dict[str, Any]) -> None:
     lines = []
     if check:
         verdict = "passed" if check["passed"] else f"failed (exit {check['exit_code']})"
@@ -344,9 +356,8 @@ def _explain(status: str, check: dict | None, outcome, session_id: str) -> None:
             lines += ["  " + ln for ln in check["output"].strip().splitlines()[-15:]]
     if outcome and outcome.error:
         lines.append(f"stopped: {outcome.error}")
-    lines.append(
-        f"{status} · session {session_id} (agent stats {session_id}, agent run --resume {session_id})"
-    )
+    lines.append(f"{status} · {_figures(summary)} · session {session_id}")
+    lines.append(f"  agent stats {session_id}  |  agent run --resume {session_id}")
     print("\n".join(lines), file=sys.stderr)
 
 

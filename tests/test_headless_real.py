@@ -51,19 +51,31 @@ def test_forced_compaction_on_a_small_context_runs_more_turns_than_fit_and_keeps
     profile = tiny_profile(isolated_state, "tiny-small", n_ctx)
     task = tmp_path / "task.md"
     task.write_text(
-        "---\napproval: full-auto\nmax_turns: 10\n---\nList the files, read them, and run the tests.\n"
+        "---\napproval: full-auto\nmax_turns: 6\n---\nList the files, read them, and run the tests.\n"
     )
-    result = agent(
-        "run", str(task), "-p", profile, "--workdir", str(tmp_path), "--tool-choice", "required", timeout=900
-    )
-    assert result.returncode in (1, 3), result.stderr  # a limit or repeated failing calls, never a crash
-    [path] = sessions(isolated_state)
-    events = events_of(path)
-    assert events[-1]["summary"]["error"] == "" or "ContextTooSmall" not in events[-1]["summary"]["error"]
-    compactions = [i for i, e in enumerate(events) if e["type"] == "compaction"]
+    # The base model often repeats a failing call, which ends a task early: follow-up tasks in the same
+    # session keep it going until far more has gone through it than the context holds.
+    session = None
+    for _ in range(6):
+        resume = ["--resume", session] if session else []
+        result = agent("run", str(task), *resume, "-p", profile, "--workdir", str(tmp_path), "--tool-choice", "required",
+                       timeout=900)  # fmt: skip
+        assert result.returncode in (1, 3), result.stderr  # a limit or repeated failing calls, never a crash
+        [path] = sessions(isolated_state)
+        session = path.stem
+        events = events_of(path)
+        turns = [e["stats"] for e in events if e["type"] == "turn.completed"]
+        compactions = [i for i, e in enumerate(events) if e["type"] == "compaction"]
+        if compactions and sum(s["prompt_n"] + s["predicted_n"] for s in turns) > 2 * n_ctx:
+            break
     assert compactions, "the context never needed compacting"
-    turns = [e["stats"] for e in events if e["type"] == "turn.completed"]
-    processed = sum(s["prompt_n"] + s["predicted_n"] for s in turns)
-    assert processed > n_ctx  # more went through this session than the context holds
-    after = [e["stats"] for e in events[compactions[0] :] if e["type"] == "turn.completed"]
-    assert after and after[0]["cache_n"] > 0.5 * turns[0]["prompt_n"]  # the prefix still comes from the cache
+    assert not [e for e in events if e["type"] == "error" and e["error"] == "context_too_small"]
+    assert sum(s["prompt_n"] + s["predicted_n"] for s in turns) > 2 * n_ctx
+    prefix = turns[0]["prompt_n"] - 100  # the system prompt and tools, less the first user message
+    following = [
+        next((e["stats"] for e in events[i:] if e["type"] == "turn.completed"), None) for i in compactions
+    ]
+    following = [stats for stats in following if stats]
+    assert following
+    for after in following:
+        assert after["cache_n"] >= prefix  # the prefix still comes from the cache after compaction

@@ -37,9 +37,42 @@ def _num(value: float | None, digits: int = 1) -> str:
     return f"{value:.{digits}f}" if value is not None else "-"
 
 
+def cmd_conversation(args: Namespace, settings: Settings, prompts: dict[str, str]) -> int:
+    import asyncio
+
+    from agent.bench import run_conversation
+
+    for name in args.profiles or [None]:
+        profile = resolve_profile(settings, name, args.base_url if not name else None, Path.cwd())
+        with (
+            console.build_progress() as build,
+            console.start_progress(profile.name) as started,
+            connect(settings, profile, start_progress=started, build_progress=build) as conn,
+        ):
+            session, stats = asyncio.run(
+                run_conversation(settings, conn.endpoint, prompts, args.tool_choice, args.max_turns)
+            )
+        table = Table(
+            box=None, pad_edge=False, header_style="bold", title=f"{profile.name}: session {session}"
+        )
+        for column in ("request", "cache_n", "prompt_n", "cache reuse", "tokens", "gen tok/s"):
+            table.add_column(column, justify="right")
+        for i, s in enumerate(stats, 1):
+            table.add_row(str(i), str(s.cache_n), str(s.prompt_n), _pct(s.cache_reuse), str(s.output_tokens),
+                          _num(s.generation_tokens_per_second))  # fmt: skip
+        console.out.print(table)
+        later = [s.cache_reuse for s in stats[1:] if s.cache_reuse is not None]
+        if later:
+            console.out.print(f"requests 2-{len(stats)}: cache reuse min {min(later):.0%}, "
+                              f"median {sorted(later)[len(later) // 2]:.0%}  (agent stats {session})")  # fmt: skip
+    return 0
+
+
 def cmd_bench(args: Namespace, settings: Settings) -> int:
     names = args.profiles or [None]
     prompts = _prompts(args)
+    if args.conversation:
+        return cmd_conversation(args, settings, prompts)
     results: list[BenchResult] = []
     for name in names:
         profile = resolve_profile(settings, name, args.base_url if not name else None, Path.cwd())

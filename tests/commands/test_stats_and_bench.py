@@ -115,3 +115,26 @@ def test_bench_runs_the_seed_prompts_on_the_real_server_and_logs_them(embedded, 
         assert r["stats"]["predicted_n"] > 0 and r["stats"]["client_tokens_per_second"] > 0
     logs = list((isolated_state / "telemetry").glob("bench-*-tiny-bench-*.jsonl"))
     assert len(logs) == 1 and len(logs[0].read_text().splitlines()) == 3
+
+
+@pytest.mark.server
+def test_bench_conversation_runs_the_agent_loop_and_reports_cache_reuse(
+    embedded, capsys, isolated_state, tmp_path
+):
+    from tests.conftest import free_port
+
+    profile_dir = isolated_state.parent / "config" / "profiles"
+    profile_dir.mkdir(parents=True)
+    (profile_dir / "tiny-conv.toml").write_text(
+        f'binary = "embedded"\nmodel = "embedded"\nport = {free_port()}\nctx_size = 4096\nargs = ["--metrics"]\n'
+        'chat_template_file = "embedded:google-gemma-4-31B-it.jinja"\n[sampling]\nmax_tokens = 24\n'
+    )
+    prompts = tmp_path / "prompts.md"
+    prompts.write_text("Say hello.\n---\nSay goodbye.\n")
+    assert main(["bench", "tiny-conv", "--conversation", "--prompt-file", str(prompts)]) == 0
+    out = capsys.readouterr().out
+    assert "requests 2-2: cache reuse" in out
+    [log] = (isolated_state / "telemetry").glob("*.jsonl")
+    records = [json.loads(x) for x in log.read_text().splitlines()]
+    assert len(records) == 2 and records[1]["stats"]["cache_n"] >= records[0]["stats"]["prompt_n"]
+    assert list((isolated_state / "sessions").glob("*.jsonl"))  # a real session, resumable and listed
