@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,26 +27,35 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+# Every process this test session starts inherits this marker, so that the orphan check counts ours
+# only, and not the servers of another test run on the same machine.
+SESSION_MARKER = f"AGENT_TEST_SESSION={uuid.uuid4().hex}"
+os.environ[SESSION_MARKER.split("=")[0]] = SESSION_MARKER.split("=")[1]
+
+
 def llama_server_pids() -> set[int]:
+    """Running (not zombie) llama-server processes started by this test session."""
     pids = set()
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
             name, state = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2]
-            if name == "llama-server" and state != "Z":  # a zombie has exited already
+            if name != "llama-server" or state == "Z":
+                continue
+            if SESSION_MARKER.encode() in (entry / "environ").read_bytes().split(b"\0"):
                 pids.add(int(entry.name))
+        except OSError:
+            continue
     return pids
 
 
 @pytest.fixture(scope="session", autouse=True)
 def no_orphaned_servers() -> Iterator[None]:
     """Every llama-server a test started is gone by the end of the session."""
-    before = llama_server_pids()
     yield
-    left = llama_server_pids() - before
+    left = llama_server_pids()
     assert not left, f"llama-server processes left running by the tests: {sorted(left)}"
 
 

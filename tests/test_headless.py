@@ -262,3 +262,38 @@ def test_a_truncated_last_line_is_tolerated_and_a_corrupt_middle_line_is_not(tmp
     path.write_text("\n".join(lines) + "\n")
     bad = agent("run", "--resume", path.stem)
     assert bad.returncode == 2 and f"session {path.stem} is corrupt at line 3" in bad.stderr
+
+
+def test_auto_commit_commits_the_changes_with_a_message_that_says_what_changed(tmp_path, isolated_state):
+    work = tmp_path / "repo"
+    work.mkdir()
+    for cmd in (
+        ["git", "init", "-q", "-b", "main"],
+        ["git", "config", "user.email", "u@x"],
+        ["git", "config", "user.name", "U"],
+    ):
+        subprocess.run(cmd, cwd=work, check=True)
+    config = isolated_state.parent / "config" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("auto_commit = true\n")
+    task = task_file(tmp_path, "Create hello.py.", approval="full-auto")
+    with ScriptedServer(HELLO) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--workdir", str(work))
+    assert result.returncode == 0, result.stderr
+    log = subprocess.run(["git", "log", "-1", "--format=%B"], cwd=work, capture_output=True, text=True).stdout
+    assert log.startswith("agent: Create hello.py.") and "- hello.py (+1 -0)" in log
+    refs = subprocess.run(
+        ["git", "for-each-ref", "refs/spec-agent/"], cwd=work, capture_output=True, text=True
+    ).stdout
+    assert "checkpoints/00001" in refs  # the checkpoint before the first change, for /undo
+
+
+def test_a_server_that_does_not_answer_exits_4(tmp_path):
+    from tests.conftest import free_port
+
+    task = task_file(tmp_path, "Do it.", approval="full-auto")
+    result = agent(
+        "run", str(task), "--base-url", f"http://127.0.0.1:{free_port()}", "--workdir", str(tmp_path)
+    )
+    assert result.returncode == 4
+    assert "nothing answers at http://127.0.0.1:" in result.stderr and "Traceback" not in result.stderr

@@ -225,3 +225,15 @@ async def test_loading_forever_gives_up_as_loading_after_the_budget():
             await run(client)
         await client.close()
     assert len(server.requests) > 1
+
+
+async def test_a_tool_call_cut_off_at_max_tokens_arrives_as_written_with_finish_reason_length():
+    cut = '{"path": "a.py", "content": "def f(x):\\n    return'
+    with ScriptedServer(
+        [{"tool_calls": [{"name": "write_file", "arguments": cut}], "finish_reason": "length"}]
+    ) as server:
+        client = client_for(server)
+        _, done = await run(client, tools=BASH)
+        await client.close()
+    assert done.tool_calls[0].arguments == cut  # parsing and repair are the loop's job, with the raw text
+    assert done.stats.finish_reason == "length"

@@ -378,3 +378,16 @@ def test_close_json_keeps_what_was_written_as_a_prefix():
     assert history_arguments('{"ok": true}') == '{"ok": true}'
     assert history_arguments("[1, 2]") == "{}"
     assert history_arguments("") == "{}"
+
+
+async def test_interrupting_the_stream_stops_it_and_leaves_no_partial_message(tmp_path):
+    slow = {"content": "a very long answer " * 200, "chunk_delay": 0.02}
+    with ScriptedServer([slow]) as server:
+        run = Run(server, tmp_path)
+        task = asyncio.create_task(run())
+        while not any(e.kind == "text.delta" for e in run.events):
+            await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 5)
+    assert [m["role"] for m in run.agent.messages] == ["system", "user"]  # nothing half-written kept

@@ -12,8 +12,10 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -245,45 +247,76 @@ def start(
         )
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{plan.profile.name}-{plan.port}.log"
-    with log_path.open("wb") as log:
-        log.write(f"$ {plan.command_line()}\n".encode())
-        log.flush()
+    with _interrupt_at_safe_points() as check_interrupt:
+        with log_path.open("wb") as log:
+            log.write(f"$ {plan.command_line()}\n".encode())
+            log.flush()
+            try:
+                proc = subprocess.Popen(
+                    [str(plan.binary), *plan.argv],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=plan.env,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise ServerError(f"could not execute {plan.binary}", str(exc)) from exc
+        handle = ServerHandle(
+            ServerRecord(
+                profile=plan.profile.name,
+                pid=proc.pid,
+                host=plan.host,
+                port=plan.port,
+                base_url=plan.base_url,
+                log_path=str(log_path),
+                binary=str(plan.binary),
+                argv=plan.argv,
+                started_at=time.time(),
+                owner_pid=os.getpid() if owned else None,
+                owner_start=process_start_time(os.getpid()) if owned else "",
+            ),
+            process=proc,
+        )
         try:
-            proc = subprocess.Popen(
-                [str(plan.binary), *plan.argv],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=plan.env,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise ServerError(f"could not execute {plan.binary}", str(exc)) from exc
-    handle = ServerHandle(
-        ServerRecord(
-            profile=plan.profile.name,
-            pid=proc.pid,
-            host=plan.host,
-            port=plan.port,
-            base_url=plan.base_url,
-            log_path=str(log_path),
-            binary=str(plan.binary),
-            argv=plan.argv,
-            started_at=time.time(),
-            owner_pid=os.getpid() if owned else None,
-            owner_start=process_start_time(os.getpid()) if owned else "",
-        ),
-        process=proc,
-    )
-    try:
-        handle.record.proc_start = process_start_time(proc.pid)
-        registry.add(handle.record)
-        _wait_until_healthy(handle, plan, progress, timeout or plan.profile.startup_timeout)
-    except BaseException:
-        # A failed start, a timeout or Ctrl+C: nothing may be left running.
-        stop(handle, registry, grace=3.0)
-        raise
+            handle.record.proc_start = process_start_time(proc.pid)
+            registry.add(handle.record)
+
+            def checked(elapsed: float, phase: str) -> None:
+                check_interrupt()
+                progress(elapsed, phase)
+
+            _wait_until_healthy(handle, plan, checked, timeout or plan.profile.startup_timeout)
+            check_interrupt()
+        except BaseException:
+            # A failed start, a timeout or Ctrl+C: nothing may be left running.
+            stop(handle, registry, grace=3.0)
+            raise
     return handle
+
+
+@contextmanager
+def _interrupt_at_safe_points() -> Iterator[Callable[[], None]]:
+    """Ctrl+C while a server starts is honoured at points where we can clean up, not wherever the
+    signal lands (Python drops a KeyboardInterrupt raised inside an import's callback, and the server
+    would be left running). Off the main thread, signals are not ours to handle and nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: None
+        return
+    pending: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: pending.append(signum))
+
+    def check() -> None:
+        if pending:
+            pending.clear()
+            raise KeyboardInterrupt
+
+    try:
+        yield check
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pending:
+        raise KeyboardInterrupt
 
 
 def _wait_until_healthy(
