@@ -23,6 +23,9 @@ HANDLERS = {
     ("stats",): "agent.commands.stats:cmd_stats",
     ("run",): "agent.headless:cmd_run",
     ("sessions",): "agent.commands.sessions:cmd_sessions",
+    ("mcp", "list"): "agent.commands.mcp:cmd_list",
+    ("mcp", "add"): "agent.commands.mcp:cmd_add",
+    ("mcp", "remove"): "agent.commands.mcp:cmd_remove",
 }
 
 
@@ -118,6 +121,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.epilog = (
         "exit codes: 0 success, 1 task or check failed, 2 usage/config, 3 limit, 4 server, 130 interrupted"
     )
+
+    mcp = commands.add_parser("mcp", help="MCP tool servers: list them with their tools, add, remove")
+    mcp_cmds = mcp.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
+    mcp_cmds.add_parser("list", help="start each configured server and list its tools")
+    add = mcp_cmds.add_parser("add", help="add a server to this project's .mcp.json")
+    add.add_argument("name")
+    add.add_argument("--url", help="a Streamable HTTP server, e.g. http://127.0.0.1:8000/mcp")
+    add.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    add.add_argument(
+        "server_command", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="a stdio server to launch"
+    )
+    remove = mcp_cmds.add_parser("remove", help="remove a server from this project's .mcp.json")
+    remove.add_argument("name")
 
     sessions = commands.add_parser("sessions", help="past sessions: time, task, profile, turns, outcome")
     sessions.add_argument("--json", action="store_true")

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.errors import ConfigError
+from tools.mcp import MCPServerConfig
 
 APP_NAME = "spec-agent"
 PROJECT_CONFIG = Path(".agent") / "config.toml"
@@ -90,6 +91,10 @@ class Settings(BaseModel):
         default_factory=list, description="Folders outside the workspace that file tools may also use."
     )
     auto_commit: bool = Field(False, description="Commit the agent's changes after each task in a git repo.")
+    mcp_servers: dict[str, MCPServerConfig] = Field(
+        default_factory=dict,
+        description="MCP servers by name ({command, args, env} or {url}); a project's .mcp.json adds to them.",
+    )
 
     def resolved_models_dir(self) -> Path:
         return Path(os.path.expandvars(str(self.models_dir))).expanduser()

@@ -98,3 +98,25 @@ def format_age(started_at: float) -> str:
     if seconds < 5400:
         return f"{seconds // 60} min"
     return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+def table(*columns: str, left: tuple[str, ...] | None = None, title: str | None = None):
+    """The plain tables of the commands: no box, bold headers; numbers right-aligned.
+
+    `left`: the columns aligned left (default: all of them, for tables of text).
+    """
+    from rich.table import Table
+
+    grid = Table(box=None, pad_edge=False, header_style="bold", title=title)
+    for column in columns:
+        aligned_left = left is None or column in left
+        grid.add_column(column, justify="left" if aligned_left else "right", overflow="fold")
+    return grid
+
+
+def pct(value: float | None) -> str:
+    return f"{value:.0%}" if value is not None else "-"
+
+
+def num(value: float | None, digits: int = 1) -> str:
+    return f"{value:.{digits}f}" if value is not None else "-"

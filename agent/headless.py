@@ -60,6 +60,18 @@ class TaskSpec(BaseModel):
     check: str | None = Field(
         None, description="Shell command run in the workdir afterwards; exit 0 = success."
     )
+    mcp: dict[str, Any] | None = Field(
+        None, description="MCP servers for this task, as in .mcp.json: {name: {command, args, env} or {url}}."
+    )
+
+    @field_validator("mcp")
+    @classmethod
+    def _mcp_servers(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            from tools.mcp import parse_servers
+
+            parse_servers(value)  # a ValidationError here names the server and the field
+        return value
 
     @field_validator("time_limit", mode="before")
     @classmethod
@@ -196,11 +208,11 @@ class Printer:
 
 async def run_task(args: Any, settings: Settings) -> int:
     from agent.connect import connect, resolve_profile
-    from agent.loop import Limits, Outcome
+    from agent.loop import Limits
     from agent.prompt import system_prompt
     from agent.recorder import SessionRecorder
     from agent.session import load_session, new_session_id
-    from agent.wiring import Workbench, build_agent
+    from agent.wiring import Workbench, build_agent, mcp_configs, start_mcp
 
     printer = Printer(args.json, args.quiet)
     resumed = load_session(state_dir(), args.resume) if args.resume else None
@@ -261,23 +273,19 @@ async def run_task(args: Any, settings: Settings) -> int:
         for note in conn.notes:
             emit(Notice(note))
         workbench = Workbench(workdir)
-        agent = await build_agent(
-            settings, workbench, client, emit, approve=None, approval=approval, limits=limits,
-            tool_choice=args.tool_choice or spec.tool_choice or "auto",
-            history=[{"role": "system", "content": system_prompt(workdir)}, *resumed.history()] if resumed else None,
-        )  # fmt: skip
-        agent.request_overrides = spec.sampling.model_dump(exclude_none=True)
-        message = workbench.task_message(task.body) if task else None
-        outcome: Outcome | None = None
-        interrupted = False
+        mcp = await start_mcp(mcp_configs(settings, workdir, spec.mcp), emit, state_dir() / "logs")
         try:
-            outcome = await _run_interruptible(agent.run(message), spec.time_limit)
-        except asyncio.CancelledError:
-            interrupted = True
-        except TimeoutError:
-            outcome = Outcome("limit", "", agent.turn, f"reached the time limit of {spec.time_limit:.0f} s")
-            emit(ErrorEvent("limit", outcome.error))
+            agent = await build_agent(
+                settings, workbench, client, emit, approve=None, approval=approval, limits=limits,
+                tool_choice=args.tool_choice or spec.tool_choice or "auto",
+                history=[{"role": "system", "content": system_prompt(workdir)}, *resumed.history()] if resumed else None,
+                extra_tools=mcp.tools,
+            )  # fmt: skip
+            agent.request_overrides = spec.sampling.model_dump(exclude_none=True)
+            message = workbench.task_message(task.body) if task else None
+            outcome, interrupted = await _attempt(agent, message, spec.time_limit, emit)
         finally:
+            await mcp.close()
             await client.close()
         check = (
             run_check(spec.check, workdir)
@@ -309,6 +317,20 @@ async def run_task(args: Any, settings: Settings) -> int:
 def _relative_to_task(workdir: str, task: Task | None) -> Path:
     path = Path(workdir).expanduser()
     return path if path.is_absolute() or task is None or task.path is None else task.path.parent / path
+
+
+async def _attempt(agent, message: str | None, time_limit: float | None, emit) -> tuple[Any, bool]:
+    """(outcome, interrupted): the agent's run, ended early by a signal or by the time limit."""
+    from agent.loop import Outcome
+
+    try:
+        return await _run_interruptible(agent.run(message), time_limit), False
+    except asyncio.CancelledError:
+        return None, True
+    except TimeoutError:
+        outcome = Outcome("limit", "", agent.turn, f"reached the time limit of {time_limit:.0f} s")
+        emit(ErrorEvent("limit", outcome.error))
+        return outcome, False
 
 
 async def _run_interruptible(coro, time_limit: float | None):

@@ -29,7 +29,7 @@ from agent.events import (
     UserMessage,
 )
 from agent.llm import Completion, ContextOverflow, LLMError, ModelClient, ToolCall
-from agent.toolcalls import calls_from_text, history_arguments
+from agent.toolcalls import assistant_message, calls_from_text
 from tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 from tools.permissions import Permissions
 
@@ -157,23 +157,13 @@ class Agent:
         calls, content = completion.tool_calls, completion.content
         if not calls and content:
             calls, content = calls_from_text(content, set(self.tools.names()))
-        history_calls = [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": history_arguments(c.arguments)},
-            }
-            for c in calls
-        ]
-        message: dict[str, Any] = {"role": "assistant", "content": content}
-        if history_calls:
-            message["tool_calls"] = history_calls
+        message = assistant_message(content, calls)
         self._append(message)
         if self.context:
             self.context.observe(
                 self.messages, completion.stats.prompt_tokens, completion.stats.completion_tokens
             )
-        self.emit(AssistantMessage(self.turn, content, completion.reasoning, history_calls))
+        self.emit(AssistantMessage(self.turn, content, completion.reasoning, message.get("tool_calls", [])))
         return calls
 
     def _turn_done(self, completion: Completion, tool_seconds: float) -> None:

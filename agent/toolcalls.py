@@ -101,6 +101,21 @@ def history_arguments(raw: str) -> str:
     return close_json(raw or "") or "{}"
 
 
+def assistant_message(content: str, calls: list[ToolCall]) -> dict[str, Any]:
+    """The assistant's turn as it goes into the history: its text and history-safe tool calls."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": history_arguments(c.arguments)},
+            }
+            for c in calls
+        ]
+    return message
+
+
 def repair_history(messages: list[dict[str, Any]]) -> int:
     """Make a history safe to resend (e.g. one resumed from an older session). Returns repairs made.
 

@@ -8,8 +8,11 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from agent.config import Settings
 from agent.context import ContextWindow
+from agent.errors import ConfigError
 from agent.events import Event, Notice
 from agent.llm import ModelClient
 from agent.loop import Agent, Approver, Limits
@@ -18,10 +21,42 @@ from tools.base import Tool, ToolContext, ToolRegistry
 from tools.bash import Bash
 from tools.files import EditFile, Grep, ListFiles, ReadFile, WriteFile
 from tools.git import Checkpoints, GitDiff, GitLog, GitStatus, open_repo
+from tools.mcp import MCPServerConfig, MCPServers, parse_servers
 from tools.permissions import Permissions, Rules
 from tools.workspace import Workspace
 
 FALLBACK_CONTEXT = 32768  # for servers that do not say (no /props)
+
+
+def mcp_configs(settings: Settings, workspace: Path, extra: dict | None = None) -> dict[str, MCPServerConfig]:
+    """MCP servers for a session: the settings', then the project's .mcp.json, then the task's."""
+    configs = dict(settings.mcp_servers)
+    project = workspace / ".mcp.json"
+    if project.is_file():
+        try:
+            configs.update(parse_servers(json.loads(project.read_text(encoding="utf-8"))))
+        except (ValueError, ValidationError) as exc:
+            raise ConfigError(f"{project} is not a valid MCP configuration", str(exc)) from exc
+    if extra:
+        configs.update(parse_servers(extra))
+    return configs
+
+
+async def start_mcp(
+    configs: dict[str, MCPServerConfig], emit: Callable[[Event], None], log_dir: Path
+) -> MCPServers:
+    servers = MCPServers(configs, log_dir)
+    if not configs:
+        return servers
+    tools = await servers.start()
+    for conn in servers.connections:
+        if conn.name in servers.failures:
+            emit(Notice(f"MCP server {conn.name} did not start: {servers.failures[conn.name]}; "
+                        f"going on without it (its log: {log_dir / f'mcp-{conn.name}.log'})"))  # fmt: skip
+        else:
+            count = sum(1 for t in tools if t.connection is conn)
+            emit(Notice(f"MCP server {conn.name}: {count} tool{'s' if count != 1 else ''}"))
+    return servers
 
 
 def default_tools(with_git: bool) -> list[Tool]:
@@ -70,10 +105,13 @@ async def build_agent(
     limits: Limits | None = None,
     tool_choice: str = "auto",
     history: list | None = None,
+    extra_tools: list | None = None,
 ) -> Agent:
     if workbench.repo is None:
         emit(Notice("not a git repository: the agent works without checkpoints, so /undo is unavailable"))
-    tools = ToolRegistry(default_tools(with_git=workbench.repo is not None))
+    # Built-in tools first, then MCP tools by name: the order is part of the cached prefix.
+    extra = sorted(extra_tools or [], key=lambda t: t.name)
+    tools = ToolRegistry(default_tools(with_git=workbench.repo is not None) + extra)
     permissions = Permissions(
         approval or settings.approval, Rules(**settings.permissions.model_dump()), workbench.workspace
     )

@@ -334,6 +334,11 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     model: ScriptedModel
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up mid-stream (a cancelled request) is expected, not an error.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
 
 class ScriptedServer:
     """`with ScriptedServer([...]) as server:` serves on 127.0.0.1 at `server.url` in a thread."""

@@ -297,3 +297,37 @@ def test_a_server_that_does_not_answer_exits_4(tmp_path):
     )
     assert result.returncode == 4
     assert "nothing answers at http://127.0.0.1:" in result.stderr and "Traceback" not in result.stderr
+
+
+DEMO_MCP = str(REPO / "tests" / "mcp_servers" / "demo.py")
+
+
+def test_mcp_servers_from_the_front_matter_give_the_model_their_tools(tmp_path):
+    front = {"approval": "full-auto", "mcp": {"demo": {"command": sys.executable, "args": [DEMO_MCP]}}}
+    replies = [{"tool_calls": [call("mcp__demo__add", a=20, b=22)]}, {"content": "The sum is 42."}]
+    task = task_file(tmp_path, "Add 20 and 22 with the demo server.", **front)
+    with ScriptedServer(replies) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--json", "--workdir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert any(e["type"] == "notice" and e["message"] == "MCP server demo: 4 tools" for e in events)
+    [tool_result] = [e for e in events if e["type"] == "tool.result"]
+    assert tool_result["ok"] and tool_result["output"] == "42"
+    names = [t["function"]["name"] for t in server.requests[0]["tools"]]
+    assert names[-4:] == ["mcp__demo__add", "mcp__demo__fail", "mcp__demo__shout", "mcp__demo__slow"]
+
+
+def test_an_mcp_server_that_does_not_start_is_named_and_the_run_goes_on(tmp_path):
+    task = task_file(
+        tmp_path, "Do it.", approval="full-auto", mcp={"gone": {"command": "/no/such/mcp-server"}}
+    )
+    with ScriptedServer([{"content": "done without it"}]) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--workdir", str(tmp_path))
+    assert result.returncode == 0
+    assert "MCP server gone did not start: FileNotFoundError" in result.stderr
+
+
+def test_an_invalid_mcp_server_in_the_front_matter_exits_2_naming_it(tmp_path):
+    task = task_file(tmp_path, "Do it.", mcp={"both": {"command": "x", "url": "http://h/mcp"}})
+    result = agent("run", str(task), "--workdir", str(tmp_path))
+    assert result.returncode == 2 and "field 'mcp'" in result.stderr and "either `command`" in result.stderr

@@ -23,6 +23,7 @@ async def session(server, workspace, tool_choice: str, tasks: list[str], max_tur
     workbench = Workbench(workspace)
     agent = await build_agent(Settings(approval="full-auto"), workbench, client, events.append, None,
                               limits=Limits(max_turns=max_turns), tool_choice=tool_choice)  # fmt: skip
+    agent.request_overrides = {"temperature": 0}  # greedy: the same (malformed) calls on every run
     outcomes = [await agent.run(workbench.task_message(task)) for task in tasks]
     await client.close()
     return outcomes, events

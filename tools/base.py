@@ -73,14 +73,16 @@ def clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return cleaned
 
 
+def parameters_of(tool: Tool) -> dict[str, Any]:
+    """A tool's JSON schema: from its pydantic Args, or given as `parameters` (MCP tools)."""
+    args = getattr(tool, "Args", None)
+    return clean_schema(args.model_json_schema()) if args is not None else tool.parameters
+
+
 def tool_schema(tool: Tool) -> dict[str, Any]:
     return {
         "type": "function",
-        "function": {
-            "name": tool.name,
-            "description": tool.description,
-            "parameters": clean_schema(tool.Args.model_json_schema()),
-        },
+        "function": {"name": tool.name, "description": tool.description, "parameters": parameters_of(tool)},
     }
 
 
@@ -132,6 +134,8 @@ class ToolRegistry:
             return ParsedCall(
                 tool, None, data, f"The arguments of {name} must be a JSON object for {self._schema(tool)}"
             )
+        if getattr(tool, "Args", None) is None:
+            return self._parse_by_schema(tool, data)
         try:
             return ParsedCall(tool, tool.Args.model_validate(data), data)
         except ValidationError as exc:
@@ -142,6 +146,23 @@ class ToolRegistry:
                 tool, None, data, f"Invalid arguments for {name}: {problems}. Expected: {self._schema(tool)}"
             )
 
+    def _parse_by_schema(self, tool: Tool, data: dict) -> ParsedCall:
+        import jsonschema
+
+        try:
+            jsonschema.validate(data, tool.parameters)
+        except jsonschema.ValidationError as exc:
+            where = ".".join(str(p) for p in exc.absolute_path) or "(object)"
+            return ParsedCall(
+                tool,
+                None,
+                data,
+                f"Invalid arguments for {tool.name}: '{where}': {exc.message}. Expected: {self._schema(tool)}",
+            )
+        except jsonschema.SchemaError:
+            pass  # the server's schema is broken; let the server judge the call
+        return ParsedCall(tool, data, data)
+
     @staticmethod
     def _schema(tool: Tool) -> str:
         return signature(tool)
@@ -150,7 +171,7 @@ class ToolRegistry:
 def signature(tool: Tool) -> str:
     """A tool's arguments in one short line, 'bash(command: string, timeout?: integer)': error messages
     repeat it, and every token of them is re-read by the model on each later turn."""
-    schema = clean_schema(tool.Args.model_json_schema())
+    schema = parameters_of(tool)
     required = set(schema.get("required", []))
     parts = []
     for name, prop in schema.get("properties", {}).items():

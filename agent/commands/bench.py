@@ -6,8 +6,6 @@ import json
 from argparse import Namespace
 from pathlib import Path
 
-from rich.table import Table
-
 from agent import console
 from agent.bench import SEED_PROMPTS, BenchResult, log_results, run, summarise
 from agent.config import Settings
@@ -29,14 +27,6 @@ def _prompts(args: Namespace) -> dict[str, str]:
     return {f"{path.stem}-{i}": p for i, p in enumerate(prompts, 1)}
 
 
-def _pct(value: float | None) -> str:
-    return f"{value:.0%}" if value is not None else "-"
-
-
-def _num(value: float | None, digits: int = 1) -> str:
-    return f"{value:.{digits}f}" if value is not None else "-"
-
-
 def cmd_conversation(args: Namespace, settings: Settings, prompts: dict[str, str]) -> int:
     import asyncio
 
@@ -52,14 +42,13 @@ def cmd_conversation(args: Namespace, settings: Settings, prompts: dict[str, str
             session, stats = asyncio.run(
                 run_conversation(settings, conn.endpoint, prompts, args.tool_choice, args.max_turns)
             )
-        table = Table(
-            box=None, pad_edge=False, header_style="bold", title=f"{profile.name}: session {session}"
-        )
-        for column in ("request", "cache_n", "prompt_n", "cache reuse", "tokens", "gen tok/s"):
-            table.add_column(column, justify="right")
+        table = console.table(
+            "request", "cache_n", "prompt_n", "cache reuse", "tokens", "gen tok/s", left=(),
+            title=f"{profile.name}: session {session}",
+        )  # fmt: skip
         for i, s in enumerate(stats, 1):
-            table.add_row(str(i), str(s.cache_n), str(s.prompt_n), _pct(s.cache_reuse), str(s.output_tokens),
-                          _num(s.generation_tokens_per_second))  # fmt: skip
+            table.add_row(str(i), str(s.cache_n), str(s.prompt_n), console.pct(s.cache_reuse), str(s.output_tokens),
+                          console.num(s.generation_tokens_per_second))  # fmt: skip
         console.out.print(table)
         later = [s.cache_reuse for s in stats[1:] if s.cache_reuse is not None]
         if later:
@@ -107,32 +96,23 @@ def cmd_bench(args: Namespace, settings: Settings) -> int:
         )
         return 0
 
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in (
-        "profile",
-        "prompt",
-        "tokens",
-        "gen tok/s",
-        "client tok/s",
-        "client/server",
-        "prefill tok/s",
-        "draft acc/drafted",
-        "ttft s",
-    ):
-        table.add_column(column, justify="left" if column in ("profile", "prompt") else "right")
+    table = console.table(
+        "profile", "prompt", "tokens", "gen tok/s", "client tok/s", "client/server", "prefill tok/s",
+        "draft acc/drafted", "ttft s", left=("profile", "prompt"),
+    )  # fmt: skip
     for r in results:
         s = r.stats
-        draft = f"{s.accepted}/{s.drafted} ({_pct(s.acceptance)})" if s.drafted else "-"
+        draft = f"{s.accepted}/{s.drafted} ({console.pct(s.acceptance)})" if s.drafted else "-"
         table.add_row(
             r.profile,
             r.prompt,
             str(s.output_tokens or "-"),
-            _num(s.predicted_per_second),
-            _num(s.client_tokens_per_second),
-            _num(r.client_server_ratio, 3),
-            _num(s.prompt_per_second, 0),
+            console.num(s.predicted_per_second),
+            console.num(s.client_tokens_per_second),
+            console.num(r.client_server_ratio, 3),
+            console.num(s.prompt_per_second, 0),
             draft,
-            _num(s.ttft_s, 2),
+            console.num(s.ttft_s, 2),
         )
     console.out.print(table)
     summary = summarise(results)
@@ -142,8 +122,8 @@ def cmd_bench(args: Namespace, settings: Settings) -> int:
     for profile, row in summary.items():
         speedup = row["median_gen_tok_s"] / base if base and row["median_gen_tok_s"] else None
         console.out.print(
-            f"{profile}: median {_num(row['median_gen_tok_s'])} tok/s"
+            f"{profile}: median {console.num(row['median_gen_tok_s'])} tok/s"
             + (f", {speedup:.2f}x {first}" if profile != first else "")
-            + f", acceptance {_pct(row['acceptance'])}, client/server {_num(row['median_client_over_server'], 3)}"
+            + f", acceptance {console.pct(row['acceptance'])}, client/server {console.num(row['median_client_over_server'], 3)}"
         )
     return 0

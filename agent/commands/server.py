@@ -9,8 +9,6 @@ import time
 from argparse import Namespace
 from pathlib import Path
 
-from rich.table import Table
-
 from agent import console
 from agent.config import Settings, cache_dir, state_dir
 from agent.errors import AgentError, ServerError
@@ -65,9 +63,7 @@ def _profile_status(profile: ServerProfile, settings: Settings) -> str:
 def cmd_profiles(args: Namespace, settings: Settings) -> int:
     profiles = load_profiles(Path.cwd())
     running = {r.profile: r for r in _registry().running()}
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("profile", "kind", "speculative", "ctx", "port", "status", "description"):
-        table.add_column(column, overflow="fold")
+    table = console.table("profile", "kind", "speculative", "ctx", "port", "status", "description")
     for profile in profiles.values():
         status = "running" if profile.name in running else _profile_status(profile, settings)
         port = str(profile.port) if profile.kind != "attach" else (profile.base_url or "")
@@ -144,9 +140,7 @@ def cmd_status(args: Namespace, settings: Settings) -> int:
     if not records:
         console.out.print("no servers running (start one with `agent server start PROFILE`)")
         return 0
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("profile", "url", "pid", "up", "health", "log"):
-        table.add_column(column, overflow="fold")
+    table = console.table("profile", "url", "pid", "up", "health", "log")
     for r in records:
         code, body = health(r.base_url)
         state = {200: "ok", 503: "loading"}.get(code, f"{code} {body[:30]}" if code else "no answer")

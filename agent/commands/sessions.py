@@ -6,8 +6,6 @@ import json
 import time
 from argparse import Namespace
 
-from rich.table import Table
-
 from agent import console
 from agent.config import Settings, state_dir
 from agent.errors import AgentError
@@ -37,9 +35,7 @@ def cmd_sessions(args: Namespace, settings: Settings) -> int:
     if not rows:
         console.out.print("no sessions yet (`agent run TASK.md` starts one)")
         return 0
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("started", "session", "task", "profile", "turns", "outcome"):
-        table.add_column(column)
+    table = console.table("started", "session", "task", "profile", "turns", "outcome")
     for row in rows:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(row["time"])) if row.get("time") else ""
         table.add_row(

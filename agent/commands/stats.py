@@ -7,8 +7,6 @@ from argparse import Namespace
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
-
 from agent import console
 from agent.config import Settings, state_dir
 from agent.errors import AgentError
@@ -49,33 +47,19 @@ def _f(value: float | None, fmt: str = "{:.1f}") -> str:
     return fmt.format(value) if value is not None else "-"
 
 
-def _pct(value: float | None) -> str:
-    return _f(value, "{:.0%}")
-
-
-def _turn_table(records: list[dict[str, Any]]) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in (
-        "turn",
-        "tokens",
-        "gen tok/s",
-        "prefill tok/s",
-        "cache",
-        "draft",
-        "ttft s",
-        "wall s",
-        "tools s",
-    ):
-        table.add_column(column, justify="right")
+def _turn_table(records: list[dict[str, Any]]):
+    table = console.table(
+        "turn", "tokens", "gen tok/s", "prefill tok/s", "cache", "draft", "ttft s", "wall s", "tools s", left=()
+    )  # fmt: skip
     for r in records:
         s = TurnStats.from_dict(r.get("stats", {}))
-        draft = f"{_pct(s.acceptance)} ({s.accepted}/{s.drafted})" if s.drafted else "-"
+        draft = f"{console.pct(s.acceptance)} ({s.accepted}/{s.drafted})" if s.drafted else "-"
         table.add_row(
             str(r.get("turn", "")),
             str(s.output_tokens or "-"),
             _f(s.generation_tokens_per_second),
             _f(s.prompt_per_second, "{:.0f}"),
-            _pct(s.cache_reuse),
+            console.pct(s.cache_reuse),
             draft,
             _f(s.ttft_s, "{:.2f}"),
             _f(s.wall_s, "{:.2f}"),
@@ -106,8 +90,8 @@ def chart(records: list[dict[str, Any]], width: int = 80, height: int = 14) -> s
 def _summary_line(s: dict[str, Any]) -> str:
     return (
         f"{s['turns']} turns · {s['output_tokens']} tokens · median {_f(s['median_gen_tok_s'])} tok/s gen"
-        f" · {_f(s['median_prefill_tok_s'], '{:.0f}')} tok/s prefill · draft {_pct(s['acceptance'])}"
-        f" · cache {_pct(s['cache_reuse'])} · {_f(s['wall_s'])} s model, {_f(s['tool_s'])} s tools"
+        f" · {_f(s['median_prefill_tok_s'], '{:.0f}')} tok/s prefill · draft {console.pct(s['acceptance'])}"
+        f" · cache {console.pct(s['cache_reuse'])} · {_f(s['wall_s'])} s model, {_f(s['tool_s'])} s tools"
     )
 
 
@@ -145,19 +129,10 @@ def cmd_stats(args: Namespace, settings: Settings) -> int:
         console.out.print(chart(records), markup=False)
         return 0
 
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in (
-        "session",
-        "profile",
-        "turns",
-        "tokens",
-        "gen tok/s",
-        "vs first",
-        "prefill",
-        "draft",
-        "cache",
-    ):
-        table.add_column(column, justify="left" if column in ("session", "profile") else "right")
+    table = console.table(
+        "session", "profile", "turns", "tokens", "gen tok/s", "vs first", "prefill", "draft", "cache",
+        left=("session", "profile"),
+    )  # fmt: skip
     base = summaries[0]["median_gen_tok_s"]
     for s in summaries:
         ratio = s["median_gen_tok_s"] / base if base and s["median_gen_tok_s"] else None
@@ -169,8 +144,8 @@ def cmd_stats(args: Namespace, settings: Settings) -> int:
             _f(s["median_gen_tok_s"]),
             _f(ratio, "{:.2f}x"),
             _f(s["median_prefill_tok_s"], "{:.0f}"),
-            _pct(s["acceptance"]),
-            _pct(s["cache_reuse"]),
+            console.pct(s["acceptance"]),
+            console.pct(s["cache_reuse"]),
         )
     console.out.print(table)
     return 0

@@ -1,0 +1,87 @@
+"""`agent mcp ...`: the MCP servers a session here would use, their tools, and the project's .mcp.json."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from argparse import Namespace
+from pathlib import Path
+
+from agent import console
+from agent.config import Settings, state_dir
+from agent.errors import AgentError
+from agent.wiring import mcp_configs
+from tools.mcp import MCPServerConfig, MCPServers
+
+PROJECT_FILE = ".mcp.json"
+
+
+def cmd_list(args: Namespace, settings: Settings) -> int:
+    configs = mcp_configs(settings, Path.cwd())
+    if not configs:
+        console.out.print("no MCP servers configured (add one with `agent mcp add NAME -- COMMAND ...`)")
+        return 0
+    servers = MCPServers(configs, state_dir() / "logs")
+
+    async def probe():
+        try:
+            return await servers.start()
+        finally:
+            await servers.close()
+
+    tools = asyncio.run(probe())
+    table = console.table("server", "transport", "tool", "description")
+    for conn in servers.connections:
+        transport = conn.config.url or " ".join([conn.config.command or "", *conn.config.args])
+        if conn.name in servers.failures:
+            table.add_row(conn.name, transport, "[red]not started[/]", servers.failures[conn.name])
+            continue
+        name = conn.name
+        for tool in (t for t in tools if t.connection is conn):
+            table.add_row(name, transport, tool.name, tool.description.splitlines()[0][:80])
+            name = transport = ""  # once per server
+    console.out.print(table)
+    return 1 if servers.failures else 0
+
+
+def _read(path: Path) -> dict:
+    if not path.is_file():
+        return {"mcpServers": {}}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise AgentError(
+            f"{path} is not valid JSON", str(exc), "Fix it by hand; nothing was changed."
+        ) from exc
+    data.setdefault("mcpServers", {})
+    return data
+
+
+def cmd_add(args: Namespace, settings: Settings) -> int:
+    command = [c for c in args.server_command if c != "--"]
+    if bool(args.url) == bool(command):
+        raise AgentError(
+            "give either --url URL or -- COMMAND [ARGS...]", fix="agent mcp add time -- mcp-server-time"
+        )
+    spec: dict = {"url": args.url} if args.url else {"command": command[0], "args": command[1:]}
+    if args.env:
+        spec["env"] = dict(item.split("=", 1) for item in args.env)
+    MCPServerConfig.model_validate(spec)
+    path = Path.cwd() / PROJECT_FILE
+    data = _read(path)
+    data["mcpServers"][args.name] = spec
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    console.out.print(f"added MCP server {args.name} to {path}; `agent mcp list` shows its tools")
+    return 0
+
+
+def cmd_remove(args: Namespace, settings: Settings) -> int:
+    path = Path.cwd() / PROJECT_FILE
+    data = _read(path)
+    if args.name not in data["mcpServers"]:
+        known = ", ".join(data["mcpServers"]) or "none"
+        raise AgentError(f"no MCP server '{args.name}' in {path}", f"Configured there: {known}.")
+    del data["mcpServers"][args.name]
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    console.out.print(f"removed MCP server {args.name} from {path}")
+    return 0
