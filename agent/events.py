@@ -34,6 +34,7 @@ class SessionStarted(Event):
     workspace: str
     task: str = ""
     resumed: bool = False
+    options: dict[str, Any] = field(default_factory=dict)  # the task's front matter, for a resume
 
 
 @dataclass

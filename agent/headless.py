@@ -221,8 +221,10 @@ async def run_task(args: Any, settings: Settings) -> int:
         raise ConfigError(
             "give a task file, or --resume SESSION", fix="agent run TASK.md  |  agent run --resume ID"
         )
-    spec = task.spec if task else TaskSpec()
     started = resumed.started if resumed else {}
+    # A resume without a task file carries on under the original task's front matter (its approval
+    # mode, limits, check and MCP servers); a new task file given with --resume brings its own.
+    spec = task.spec if task else TaskSpec.model_validate(started.get("options", {}))
 
     workdir = Path(
         args.workdir
@@ -268,6 +270,7 @@ async def run_task(args: Any, settings: Settings) -> int:
                 str(workdir),
                 (task.body if task else "")[:500],
                 bool(resumed),
+                spec.model_dump(exclude_none=True, exclude_defaults=True),
             )
         )
         for note in conn.notes:

@@ -229,15 +229,20 @@ def test_kill_9_then_resume_continues_with_nothing_lost(tmp_path, isolated_state
         and e.get("call_id", pending["call_id"]) == pending["call_id"]
     ]
 
-    with ScriptedServer([{"content": "Both steps are done."}]) as server:
+    resume_replies = [{"tool_calls": [call("write_file", path="notes.txt", content="step two\n")]},
+                      {"content": "Both steps are done."}]  # fmt: skip
+    with ScriptedServer(resume_replies) as server:
         result = agent("run", "--resume", path.stem, "--base-url", server.url)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "Both steps are done."
+    # The resumed run kept the task's approval mode (full-auto): the edit ran without anyone to ask.
+    assert (tmp_path / "notes.txt").read_text() == "step two\n"
     after = events_of(path)
     assert after[: len(before)] == before  # appended to, never rewritten
     resumed = next(e for e in after[len(before) :] if e["type"] == "session.started")
     assert resumed["resumed"] and resumed["workspace"] == str(tmp_path)
     sent = server.requests[0]["messages"]
+    assert resumed["options"]["approval"] == "full-auto"
     assert "Do two steps." in sent[1]["content"]
     assert any(m.get("role") == "tool" and m["content"].startswith("Created notes.txt") for m in sent)
     assert sent[-1] == {
