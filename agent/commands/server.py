@@ -82,8 +82,6 @@ def cmd_profiles(args: Namespace, settings: Settings) -> int:
 
 def cmd_start(args: Namespace, settings: Settings) -> int:
     profile = get_profile(args.profile, Path.cwd())
-    if args.host and args.host not in ("127.0.0.1", "localhost", "::1") and not settings.api_key:
-        console.note(f"warning: --host {args.host} exposes the server to the network; set AGENT_API_KEY")
     plan = _plan(profile, settings, args)
     for line in plan.notes:
         console.note(line)

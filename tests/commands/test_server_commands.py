@@ -6,20 +6,14 @@ import pytest
 
 from agent.cli import main
 from tests.conftest import fake_binary
+from tests.server.test_profiles import SHIPPED
 
 
 def test_profiles_lists_every_shipped_profile_with_what_it_needs(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("AGENT_MODELS_DIR", str(tmp_path))
     assert main(["server", "profiles"]) == 0
     out = capsys.readouterr().out
-    for name in (
-        "gemma4-31b-baseline",
-        "gemma4-31b-dflash",
-        "qwen3.6-27b-dflash",
-        "tiny",
-        "tiny-ngram",
-        "attach",
-    ):
+    for name in SHIPPED:
         assert name in out
     assert "missing: gemma-4-31B-it-Q4_K_S.gguf" in out and "$LLAMA_SERVER_BIN unset" in out
 
