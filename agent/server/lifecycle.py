@@ -23,6 +23,7 @@ import httpx2
 
 from agent.errors import ServerError
 from agent.server.dialect import BinaryCapabilities, read_capabilities, translate_args
+from agent.server.embedded_model import embedded_key, lookup_embedded_model
 from agent.server.profiles import EMBEDDED, LOOPBACK_HOSTS, ServerProfile
 from agent.server.registry import ServerRecord, ServerRegistry, process_start_time
 
@@ -75,7 +76,7 @@ class MachinePaths:
     cache_dir: Path
     state_dir: Path
     embedded_binary: Callable[[], Path]
-    embedded_model: Callable[[], Path]
+    embedded_model: Callable[[str], Path]  # an EMBEDDED_MODELS key -> the assembled GGUF
     embedded_templates: Callable[[], Path]
 
 
@@ -106,8 +107,17 @@ def resolve_binary(profile: ServerProfile, paths: MachinePaths, override: str | 
 
 
 def resolve_model_file(value: str, what: str, profile: ServerProfile, paths: MachinePaths) -> Path:
-    if value == EMBEDDED:
-        return paths.embedded_model()
+    key = embedded_key(value)
+    if key is not None:
+        try:
+            lookup_embedded_model(key)
+        except ServerError as exc:
+            raise ServerError(
+                f"the {what} of profile '{profile.name}' names an unknown embedded model: '{value}'",
+                exc.why,
+                exc.fix,
+            ) from None
+        return paths.embedded_model(key)
     path = Path(os.path.expandvars(value)).expanduser()
     if not path.is_absolute():
         path = paths.models_dir / path

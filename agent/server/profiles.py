@@ -83,7 +83,8 @@ class ServerProfile(BaseModel):
     )
     model: str | None = Field(
         None,
-        description="The model GGUF ('embedded' for the tiny model; relative paths are in the models "
+        description="The model GGUF ('embedded' for the tiny model, 'embedded:coder-1.5b' or "
+        "'embedded:coder-0.5b' for the embedded coders; relative paths are in the models "
         "dir). For an attach profile: the model name to request.",
     )
     base_url: str | None = Field(
@@ -108,6 +109,10 @@ class ServerProfile(BaseModel):
         description="Extra body keys sent with every request, e.g. {'speculative.n_max' = 16}.",
     )
     startup_timeout: float = Field(600, gt=0, description="Seconds to wait for /health to answer 200.")
+    actions: Literal["tools", "blocks"] = Field(
+        "tools",
+        description="How the model acts: native tool calls, or edit blocks written as text (small models).",
+    )
 
     @field_validator("args")
     @classmethod
