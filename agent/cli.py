@@ -106,6 +106,16 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--max-turns", type=int, default=4, help="model requests per prompt, with --conversation"
     )
+    bench.add_argument(
+        "--tasks", nargs="?", const="examples/tasks", metavar="DIR",
+        help="run the task suite (default examples/tasks): each task is a real `agent run` with its check",
+    )  # fmt: skip
+    bench.add_argument("--task", action="append", metavar="NAME", help="with --tasks: only these tasks")
+    bench.add_argument(
+        "--actions", choices=["tools", "blocks"], help="with --tasks: override the profiles' action protocol"
+    )
+    bench.add_argument("--task-timeout", type=float, default=600, help="with --tasks: seconds per task")
+    bench.add_argument("--out", metavar="DIR", help="with --tasks: write each task's result as JSON lines")
 
     run = commands.add_parser("run", help="do one task headless (for scripts and CI); see exit codes below")
     run.add_argument("task", nargs="?", help="task file: Markdown, with optional YAML front matter")
@@ -115,6 +125,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--approval", choices=["ask", "auto-edit", "full-auto", "read-only"])
     run.add_argument("--workdir", help="where the agent works (default: front matter, then here)")
     run.add_argument("--resume", metavar="SESSION", help="continue a session where it stopped")
+    run.add_argument(
+        "--actions", choices=["tools", "blocks"],
+        help="how the model acts: native JSON tool calls ('tools'), or 'blocks': files, SEARCH/REPLACE "
+        "edits and bash commands written as text, for small models (default: the profile's)",
+    )  # fmt: skip
+    run.add_argument(
+        "--check-rounds", type=int, metavar="N",
+        help="times a failed check goes back to the model to fix (default: front matter, else 3)",
+    )  # fmt: skip
     run.add_argument("--tool-choice", choices=["auto", "required"], help=argparse.SUPPRESS)
     run.add_argument("--json", action="store_true", help="one JSON event per line on stdout")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")

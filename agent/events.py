@@ -157,6 +157,19 @@ class ErrorEvent(Event):
 
 
 @dataclass
+class CheckFinished(Event):
+    """The task's check ran (after the model said it was done); round 1 is the first try."""
+
+    kind: ClassVar[str] = "check.result"
+    round: int
+    command: str
+    passed: bool
+    exit_code: int | None  # None: timed out
+    output: str
+    seconds: float
+
+
+@dataclass
 class SessionFinished(Event):
     kind: ClassVar[str] = "session.finished"
     outcome: str  # completed | failed | limit | error | interrupted

@@ -17,7 +17,6 @@ import re
 import shlex
 import shutil
 import signal
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,11 +25,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agent.checks import CheckResult, work_until_checked
 from agent.config import ApprovalMode, Settings, describe_validation_error, state_dir
 from agent.errors import AgentError, ConfigError
 from agent.events import ErrorEvent, Event, Notice, ReasoningDelta, SessionFinished, SessionStarted, TextDelta
 from agent.llm import ModelClient
 
+DEFAULT_CHECK_ROUNDS = 3
 EXIT = {"success": 0, "failed": 1, "config": 2, "limit": 3, "server": 4, "interrupted": 130}
 
 
@@ -59,6 +60,12 @@ class TaskSpec(BaseModel):
     tool_choice: Literal["auto", "required"] | None = Field(None, description="Sent to the server as is.")
     check: str | None = Field(
         None, description="Shell command run in the workdir afterwards; exit 0 = success."
+    )
+    check_rounds: int | None = Field(
+        None, ge=0, description="Times a failed check goes back to the model to fix (default 3)."
+    )
+    actions: Literal["tools", "blocks"] | None = Field(
+        None, description="How the model acts: native tool calls, or edit blocks written as text."
     )
     mcp: dict[str, Any] | None = Field(
         None, description="MCP servers for this task, as in .mcp.json: {name: {command, args, env} or {url}}."
@@ -152,19 +159,6 @@ def check_command_exists(command: str, workdir: Path) -> None:
         )  # fmt: skip
 
 
-def run_check(command: str, workdir: Path, timeout: float = 900) -> dict[str, Any]:
-    try:
-        proc = subprocess.run(
-            ["bash", "-c", command], cwd=workdir, capture_output=True, text=True, timeout=timeout,
-            stdin=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
-        code, output = proc.returncode, proc.stdout + proc.stderr
-    except subprocess.TimeoutExpired as exc:
-        code, output = None, f"timed out after {timeout:.0f} s\n{exc.stdout or ''}"
-    note = " (command not found)" if code == 127 else ""
-    return {"command": command, "exit_code": code, "passed": code == 0, "output": output[-4000:] + note}
-
-
 class Printer:
     """Progress for people on stderr, or every event as a JSON line on stdout."""
 
@@ -197,6 +191,9 @@ class Printer:
             return f"  {'✓' if event.ok else '✗'} {event.seconds:.2f} s  {first[0][:120]}"
         if kind == "turn.completed":
             return f"  turn {event.turn} · {event.stats.summary()}"
+        if kind == "check.result":
+            verdict = "passed" if event.passed else "failed"
+            return f"[check {event.round}] `{event.command}` {verdict} ({event.seconds:.1f} s)"
         if kind == "compaction":
             return f"[compaction] {event.tokens_before} → {event.tokens_after} tokens ({event.reason})"
         if kind in ("notice", "error"):
@@ -243,6 +240,7 @@ async def run_task(args: Any, settings: Settings) -> int:
     profile = resolve_profile(
         settings, args.profile or spec.profile or started.get("profile"), args.base_url, workdir
     )
+    actions = args.actions or spec.actions or profile.actions
     approval = args.approval or spec.approval or settings.approval
     if approval == "ask" and not args.quiet and not args.json:
         print("warning: approval mode 'ask' in a headless run: edits and commands will be refused. "
@@ -281,20 +279,19 @@ async def run_task(args: Any, settings: Settings) -> int:
             agent = await build_agent(
                 settings, workbench, client, emit, approve=None, approval=approval, limits=limits,
                 tool_choice=args.tool_choice or spec.tool_choice or "auto",
-                history=[{"role": "system", "content": system_prompt(workdir)}, *resumed.history()] if resumed else None,
-                extra_tools=mcp.tools,
+                history=[{"role": "system", "content": system_prompt(workdir, actions)}, *resumed.history()] if resumed else None,
+                extra_tools=mcp.tools, actions=actions,
             )  # fmt: skip
             agent.request_overrides = spec.sampling.model_dump(exclude_none=True)
-            message = workbench.task_message(task.body) if task else None
-            outcome, interrupted = await _attempt(agent, message, spec.time_limit, emit)
+            message = workbench.task_message(task.body, actions, agent.context) if task else None
+            rounds = args.check_rounds if args.check_rounds is not None else spec.check_rounds
+            work = work_until_checked(
+                agent, message, spec.check, workdir, DEFAULT_CHECK_ROUNDS if rounds is None else rounds, emit
+            )
+            outcome, check, interrupted = await _attempt(agent, work, spec.time_limit, emit)
         finally:
             await mcp.close()
             await client.close()
-        check = (
-            run_check(spec.check, workdir)
-            if spec.check and outcome and outcome.status == "completed"
-            else None
-        )
         status, code = _result(outcome, check, interrupted)
         if settings.auto_commit and workbench.checkpoints and status == "completed":
             sha = workbench.checkpoints.commit_changes(
@@ -305,7 +302,7 @@ async def run_task(args: Any, settings: Settings) -> int:
         summary = {
             **recorder.summary(),
             "exit_code": code,
-            "check": check,
+            "check": check.to_dict() if check else None,
             "error": outcome.error if outcome else "",
         }
         emit(SessionFinished(status, len(recorder.stats), outcome.final if outcome else "", summary))
@@ -322,18 +319,19 @@ def _relative_to_task(workdir: str, task: Task | None) -> Path:
     return path if path.is_absolute() or task is None or task.path is None else task.path.parent / path
 
 
-async def _attempt(agent, message: str | None, time_limit: float | None, emit) -> tuple[Any, bool]:
-    """(outcome, interrupted): the agent's run, ended early by a signal or by the time limit."""
+async def _attempt(agent, work, time_limit: float | None, emit) -> tuple[Any, CheckResult | None, bool]:
+    """(outcome, last check, interrupted): the agent's work, ended early by a signal or the time limit."""
     from agent.loop import Outcome
 
     try:
-        return await _run_interruptible(agent.run(message), time_limit), False
+        outcome, check = await _run_interruptible(work, time_limit)
+        return outcome, check, False
     except asyncio.CancelledError:
-        return None, True
+        return None, None, True
     except TimeoutError:
         outcome = Outcome("limit", "", agent.turn, f"reached the time limit of {time_limit:.0f} s")
         emit(ErrorEvent("limit", outcome.error))
-        return outcome, False
+        return outcome, None, False
 
 
 async def _run_interruptible(coro, time_limit: float | None):
@@ -356,7 +354,7 @@ def _result(outcome, check: dict | None, interrupted: bool) -> tuple[str, int]:
         return "limit", EXIT["limit"]
     if outcome.status == "error":
         return "error", EXIT["config"] if outcome.error.startswith("ContextTooSmall") else EXIT["server"]
-    if outcome.status != "completed" or (check is not None and not check["passed"]):
+    if outcome.status != "completed" or (check is not None and not check.passed):
         return "failed", EXIT["failed"]
     return "completed", EXIT["success"]
 
@@ -372,13 +370,15 @@ def _figures(summary: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def _explain(status: str, check: dict | None, outcome, session_id: str, summary: dict[str, Any]) -> None:
+def _explain(
+    status: str, check: CheckResult | None, outcome, session_id: str, summary: dict[str, Any]
+) -> None:
     lines = []
     if check:
-        verdict = "passed" if check["passed"] else f"failed (exit {check['exit_code']})"
-        lines.append(f"check `{check['command']}` {verdict}")
-        if not check["passed"]:
-            lines += ["  " + ln for ln in check["output"].strip().splitlines()[-15:]]
+        verdict = "passed" if check.passed else f"failed (exit {check.exit_code})"
+        lines.append(f"check `{check.command}` {verdict}")
+        if not check.passed:
+            lines += ["  " + ln for ln in check.output.strip().splitlines()[-15:]]
     if outcome and outcome.error:
         lines.append(f"stopped: {outcome.error}")
     lines.append(f"{status} · {_figures(summary)} · session {session_id}")

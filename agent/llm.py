@@ -99,6 +99,25 @@ def map_error(exc: Exception, partial: bool = False) -> LLMError:
 
 # ---------------------------------------------------------------------------------------------- client
 
+DEFAULT_MAX_TOKENS = 4096  # when neither the profile nor the request says: no answer runs forever
+REPEAT_SPAN = 800  # characters that must repeat one unit, at the end of a stream, to cut it
+REPEAT_CHECK_EVERY = 200
+
+
+def repeating_tail(text: str, span: int = REPEAT_SPAN, max_unit: int = 200) -> int | None:
+    """The length of the unit that the end of `text` repeats over the last `span` characters, if any.
+
+    Small models fall into loops (one assert written until the time limit, FACTS.md). A unit of at most
+    `max_unit` characters repeated over `span` characters (4+ times) is such a loop, not code.
+    """
+    if len(text) < span + 1:
+        return None
+    tail = text[-(span + max_unit) :]
+    for unit in range(1, min(max_unit, span // 4) + 1):
+        if tail[-span:] == tail[-span - unit : -unit]:
+            return unit
+    return None
+
 
 @dataclass(frozen=True)
 class ToolCall:
@@ -114,6 +133,7 @@ class Completion:
     tool_calls: list[ToolCall]
     stats: TurnStats
     complete: bool = True  # False: the stream ended without a finish reason (cut off)
+    repetition: int | None = None  # the stream was cut because it repeated a unit of this many chars
 
 
 @dataclass
@@ -200,6 +220,7 @@ class ModelClient:
     def _request(self, messages: list[dict], tools: list[dict], tool_choice: str, overrides: dict) -> dict:
         params: dict[str, Any] = {"temperature": None}
         params.update(self.endpoint.sampling)
+        params.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
         extra = {**params.pop("extra_body", {}), **self.endpoint.extra_body}
         for key, value in overrides.items():
             if key in ("temperature", "top_p", "max_tokens", "seed", "stop"):
@@ -242,6 +263,9 @@ class ModelClient:
         finish: str | None = None
         first = last = None
         streamed = False
+        looped: int | None = None
+        checked_at = 0
+        size = 0
         try:
             async for chunk in stream:
                 extra = chunk.model_extra or {}
@@ -254,7 +278,11 @@ class ModelClient:
                     if delta.content:
                         text.append(delta.content)
                         got_token = streamed = True
+                        size += len(delta.content)
                         yield TextDelta(delta.content)
+                        if size - checked_at >= REPEAT_CHECK_EVERY:
+                            checked_at = size
+                            looped = repeating_tail("".join(text[-400:]))
                     thought = (delta.model_extra or {}).get("reasoning_content")
                     if thought:
                         reasoning.append(thought)
@@ -273,6 +301,8 @@ class ModelClient:
                         now = time.monotonic()
                         first = first or now
                         last = now
+                if looped:
+                    break  # closing the stream below makes llama-server stop generating
         except Exception as exc:
             raise map_error(exc, partial=streamed) from exc
         finally:
@@ -306,7 +336,14 @@ class ModelClient:
             ToolCall(id=slot.id or f"call_{index}", name=slot.name, arguments="".join(slot.arguments))
             for index, slot in sorted(calls.items())
         ]
-        yield Completion("".join(text), "".join(reasoning), tool_calls, stats, complete=finish is not None)
+        content = "".join(text)
+        if looped:
+            finish = None  # cut by us: what it was writing is unfinished
+            while content[-looped:] == content[-2 * looped : -looped]:  # keep one copy of the loop
+                content = content[:-looped]
+        yield Completion(
+            content, "".join(reasoning), tool_calls, stats, complete=finish is not None, repetition=looped
+        )
 
     async def _open(self, model: str, request: dict) -> Any:
         """Open the stream, retrying what is worth retrying: a loading server, a refused connection."""

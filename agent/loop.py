@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.actions import ActionProtocol, ReadAnswer, ToolCallActions
 from agent.context import ContextWindow
 from agent.events import (
     ApprovalAnswer,
@@ -29,12 +30,12 @@ from agent.events import (
     UserMessage,
 )
 from agent.llm import Completion, ContextOverflow, LLMError, ModelClient, ToolCall
-from agent.toolcalls import assistant_message, calls_from_text
 from tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 from tools.permissions import Permissions
 
 Approver = Callable[[ApprovalRequested], Awaitable[ApprovalAnswer]]
 REPEAT_LIMIT = 3
+RETRY_TEMPERATURE = 0.7  # after an answer repeated word for word
 
 
 @dataclass
@@ -73,6 +74,7 @@ class Agent:
     context: ContextWindow | None = None
     checkpoint: Callable[[str], str | None] | None = None  # snapshot before the first change of a task
     tool_choice: str = "auto"
+    actions: ActionProtocol = field(default_factory=ToolCallActions)  # how the model acts
     request_overrides: dict[str, Any] = field(default_factory=dict)
     messages: list[dict[str, Any]] = field(default_factory=list)
     turn: int = 0  # model requests in this session
@@ -84,10 +86,11 @@ class Agent:
     async def run(self, task: str | None) -> Outcome:
         """Work on `task` until done. With None, continue the history as it stands (a resumed session)."""
         if task is not None:
-            self._append({"role": "user", "content": task})
-            self.emit(UserMessage(task))
+            self._say(task)
+        self.actions.new_task()
         self._changed = False
         self._failures: tuple[str, int] = ("", 0)
+        self._last_answer, self._same_answers, self._nudge = "", 0, {}
         started, first_turn, produced = time.monotonic(), self.turn, 0
         final = ""
         try:
@@ -99,13 +102,14 @@ class Agent:
                 completion = await self._ask()
                 produced += completion.stats.output_tokens or 0
                 final = completion.content or final
-                calls = await self._record(completion)
+                answer = await self._record(completion)
+                self._watch_answers(answer.content)
                 tools_started = time.monotonic()
                 try:
-                    await self._execute(calls)
+                    await self._execute(answer)
                 finally:  # the turn's figures are reported even when a tool stops the task
-                    self._turn_done(completion, time.monotonic() - tools_started if calls else 0.0)
-                if not calls:
+                    self._turn_done(completion, time.monotonic() - tools_started if answer.calls else 0.0)
+                if not answer.calls and not answer.problems:
                     return Outcome("completed", completion.content, self.turn - first_turn)
                 if self.limits.max_output_tokens and produced >= self.limits.max_output_tokens:
                     raise StopTask(
@@ -121,6 +125,11 @@ class Agent:
 
     def _append(self, message: dict[str, Any]) -> None:
         self.messages.append(message)
+
+    def _say(self, text: str) -> None:
+        """A user message: the task, or feedback on the model's last answer."""
+        self._append({"role": "user", "content": text})
+        self.emit(UserMessage(text))
 
     async def _ask(self) -> Completion:
         self.turn += 1
@@ -139,53 +148,76 @@ class Agent:
     async def _stream(self) -> Completion:
         completion = None
         async for item in self.client.stream(
-            self.messages, self.tools.schemas(), self.tool_choice, **self.request_overrides
+            self.messages,
+            self.actions.request_tools(self.tools),
+            self.tool_choice,
+            **{**self.request_overrides, **self._nudge},
         ):
             if isinstance(item, Completion):
                 completion = item
             else:
                 self.emit(item)
         assert completion is not None
-        if not completion.complete:
+        if completion.repetition:
+            self.emit(Notice("the model's answer kept repeating itself; it was cut, and the loop kept once"))
+        elif not completion.complete:
             self.emit(
                 Notice("the model's answer ended without a finish reason (cut off); using what arrived")
             )
         return completion
 
-    async def _record(self, completion: Completion) -> list[ToolCall]:
-        """Append the assistant's message (with history-safe arguments); return the calls to run."""
-        calls, content = completion.tool_calls, completion.content
-        if not calls and content:
-            calls, content = calls_from_text(content, set(self.tools.names()))
-        message = assistant_message(content, calls)
+    async def _record(self, completion: Completion) -> ReadAnswer:
+        """Append the assistant's message as the protocol keeps it; return the answer, read."""
+        answer = self.actions.read(completion, self.tools)
+        if completion.repetition:  # a loop is not an answer: say so, rather than end the task on it
+            answer.problems.append(
+                "Your answer kept repeating the same text, so it was cut. Write each thing once, then go on."
+            )
+        message = self.actions.history_message(answer)
         self._append(message)
         if self.context:
             self.context.observe(
                 self.messages, completion.stats.prompt_tokens, completion.stats.completion_tokens
             )
-        self.emit(AssistantMessage(self.turn, content, completion.reasoning, message.get("tool_calls", [])))
-        return calls
+        self.emit(
+            AssistantMessage(self.turn, answer.content, completion.reasoning, message.get("tool_calls", []))
+        )
+        return answer
 
     def _turn_done(self, completion: Completion, tool_seconds: float) -> None:
         completion.stats.tool_s = tool_seconds
         self.emit(TurnCompleted(self.turn, completion.stats))
 
-    async def _execute(self, calls: list[ToolCall]) -> None:
-        done: set[str] = set()
+    async def _execute(self, answer: ReadAnswer) -> None:
+        results: list[tuple[ToolCall, ToolResult]] = []
         try:
-            for call in calls:
-                result = await self._run_one(call)
-                self._append({"role": "tool", "tool_call_id": call.id, "content": result.output})
-                done.add(call.id)
-                self._watch_repeats(call, result)
-        except asyncio.CancelledError:
-            # Interrupted mid-tool: every call still gets a result, so the history stays consistent.
-            for call in calls:
-                if call.id not in done:
-                    self._append(
-                        {"role": "tool", "tool_call_id": call.id, "content": "(not run: interrupted)"}
-                    )
-            raise
+            for call in answer.calls:
+                results.append((call, await self._run_one(call)))
+                self._watch_repeats(call, results[-1][1])
+        finally:
+            # Interrupted or stopped mid-way: every call still gets a result, so the history stays whole.
+            done = {call.id for call, _ in results}
+            results += [
+                (c, ToolResult(False, "(not run: interrupted)")) for c in answer.calls if c.id not in done
+            ]
+            if answer.calls or answer.problems:
+                for message in self.actions.results(answer, results):
+                    if message["role"] == "user":
+                        self._say(message["content"])
+                    else:
+                        self._append(message)
+
+    def _watch_answers(self, content: str) -> None:
+        """At temperature 0 a small model answers the same context with the same text, forever: the
+        next request after a repeated answer is sampled warmer, and a third repeat ends the task."""
+        same = bool(content.strip()) and content == self._last_answer
+        self._same_answers = self._same_answers + 1 if same else 0
+        self._last_answer = content
+        self._nudge = {"temperature": RETRY_TEMPERATURE} if same else {}
+        if self._same_answers >= REPEAT_LIMIT - 1:
+            raise StopTask(
+                "repeated", f"the model gave the same answer {REPEAT_LIMIT} times; stopping this task"
+            )
 
     def _watch_repeats(self, call: ToolCall, result: ToolResult) -> None:
         key = f"{call.name}\0{call.arguments}"

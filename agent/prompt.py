@@ -27,6 +27,51 @@ or write_file for new files and full rewrites.
 changed and how you checked it.
 """
 
+# For small models (the `blocks` protocol): they act by writing text they saw in training. Short,
+# concrete, with the three formats shown once. Small models copy the example's `path/to/` folder into
+# their paths; the blocks reader takes it off (agent/actions.py).
+SYSTEM_PROMPT_BLOCKS = """\
+You are a coding agent working in a software project on the user's machine. You act by writing blocks \
+in your answer; they are applied for you and you get the results.
+
+1. To create a file or change it, write the file's path alone on one line, then the COMPLETE new \
+content of the file in a fenced code block:
+
+path/to/example.py
+```python
+def example():
+    return 42
+```
+
+Write the whole file, from its first line to its last. Never leave parts out and never write "..." or \
+"rest unchanged".
+
+2. For a small change in a long file, write the path, then a fenced block with SEARCH/REPLACE edits. \
+The SEARCH lines must be copied exactly from the current file:
+
+path/to/example.py
+```python
+<<<<<<< SEARCH
+    return 42
+=======
+    return 43
+>>>>>>> REPLACE
+```
+
+3. To run a command (tests, a script, git), write it in a bash block. You see its output in the next \
+message:
+
+```bash
+python3 -m pytest -q
+```
+
+Rules:
+- Paths are relative to the project folder. Commands run there and get no input.
+- Only these blocks are applied. Do not show code in any other way.
+- Read the results you get back and fix what failed.
+- When the task is done, answer with one or two sentences saying what you changed, without any block.
+"""
+
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")  # the first one present is used
 MAX_INSTRUCTIONS = 20_000
 
@@ -42,9 +87,9 @@ def project_instructions(workspace: Path) -> tuple[str, str] | None:
     return None
 
 
-def system_prompt(workspace: Path) -> str:
+def system_prompt(workspace: Path, actions: str = "tools") -> str:
     """The stable prefix: the same bytes for the whole session."""
-    parts = [SYSTEM_PROMPT]
+    parts = [SYSTEM_PROMPT_BLOCKS if actions == "blocks" else SYSTEM_PROMPT]
     found = project_instructions(workspace)
     if found:
         name, text = found
@@ -63,5 +108,100 @@ def environment_note(workspace: Path, git_summary: str | None) -> str:
     return "<environment>\n" + "\n".join(lines) + "\n</environment>"
 
 
-def user_message(task: str, workspace: Path, git_summary: str | None) -> str:
-    return f"{environment_note(workspace, git_summary)}\n\n{task.strip()}"
+# Said last, next to where the model starts writing: small models follow the nearest instruction.
+BLOCKS_REMINDER = (
+    "Act now: for each file to create or change, write its path alone on a line, then the complete new "
+    "file in a fenced block. Nothing changes unless you write the blocks."
+)
+
+
+def user_message(
+    task: str, workspace: Path, git_summary: str | None, files: str = "", reminder: str = ""
+) -> str:
+    parts = [environment_note(workspace, git_summary), files, task.strip(), reminder]
+    return "\n\n".join(p for p in parts if p)
+
+
+# ------------------------------------------------------------------------------ repository context
+# Small models do not explore: they act on what they are shown. So the task message carries the
+# files that matter, in the same path-and-fence shape the model is asked to write back. It goes into
+# the user message, after the cached prefix, so the prefix stays byte-stable.
+
+TEXT_SUFFIXES = {
+    ".py", ".md", ".txt", ".toml", ".cfg", ".ini", ".json", ".yaml", ".yml", ".js", ".ts", ".html",
+    ".css", ".sh", ".rs", ".go", ".c", ".h", ".cpp", ".java", ".rb", ".sql", ".csv", "",
+}  # fmt: skip
+MAX_FILE_CHARS = 16_000
+
+
+def _text_files(workspace: Path) -> list[tuple[str, str]]:
+    from tools.files import workspace_files
+    from tools.workspace import Workspace
+
+    found = []
+    for path in workspace_files(Workspace(workspace), workspace):
+        rel = path.relative_to(workspace).as_posix()
+        if (
+            path.suffix.lower() not in TEXT_SUFFIXES
+            or path.name.startswith(".")
+            or path.stat().st_size > MAX_FILE_CHARS
+        ):
+            continue
+        data = path.read_bytes()
+        if b"\0" in data[:4096]:
+            continue
+        found.append((rel, data.decode("utf-8", errors="replace")))
+    return found
+
+
+def _outline(rel: str, text: str) -> str:
+    """One line per top-level definition of a Python file; just the name for anything else."""
+    if not rel.endswith(".py"):
+        return rel
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return rel
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            names.append(f"def {node.name}({', '.join(a.arg for a in node.args.args)})")
+        elif isinstance(node, ast.ClassDef):
+            names.append(f"class {node.name}")
+    return rel + "".join(f"\n    {n}" for n in names)
+
+
+def repository_context(workspace: Path, task: str, budget_chars: int) -> str:
+    """The repository as the model should see it: every text file when the repository is small,
+    else the files the task names (whole) and a map of the rest (names and top-level definitions)."""
+    from agent.actions import fence_for
+
+    files = _text_files(workspace)
+    if not files:
+        return "The project folder is empty."
+    total = sum(len(text) + len(rel) + 10 for rel, text in files)
+    named = [
+        (rel, text)
+        for rel, text in files
+        if rel in task or (Path(rel).name in task and len(Path(rel).name) > 3)
+    ]
+    shown = files if total <= budget_chars else []
+    if not shown:
+        used = 0
+        for rel, text in named:
+            if used + len(text) <= budget_chars:
+                shown.append((rel, text))
+                used += len(text)
+    parts = ["The project's files, as they are now:" if shown else ""]
+    for rel, text in shown:
+        fence = fence_for(text)
+        parts.append(f"{rel}\n{fence}\n{text.rstrip()}\n{fence}")
+    rest = [(rel, text) for rel, text in files if (rel, text) not in shown]
+    if rest:
+        outline = "\n".join(_outline(rel, text) for rel, text in rest)
+        parts.append(
+            f"Other files in the project (ask to see one with `cat PATH` in a bash block):\n{outline}"
+        )
+    return "\n\n".join(p for p in parts if p)

@@ -81,6 +81,7 @@ class SessionRecord:
     def history(self) -> list[dict[str, Any]]:
         """The model's messages after the system prompt, rebuilt event by event."""
         messages: list[dict[str, Any]] = []
+        calls: set[str] = set()  # ids of native tool calls in the history; block actions have none
         for event in self.events:
             kind = event["type"]
             if kind == "user.message":
@@ -89,8 +90,10 @@ class SessionRecord:
                 message: dict[str, Any] = {"role": "assistant", "content": event["content"]}
                 if event.get("tool_calls"):
                     message["tool_calls"] = event["tool_calls"]
+                    calls.update(c.get("id") for c in event["tool_calls"])
                 messages.append(message)
-            elif kind == "tool.result":
+            elif kind == "tool.result" and event["call_id"] in calls:
+                # (a block action's result reached the model inside the user message that follows)
                 messages.append(
                     {"role": "tool", "tool_call_id": event["call_id"], "content": event["output"]}
                 )

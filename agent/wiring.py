@@ -10,13 +10,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from agent.actions import ActionsMode, make_actions
 from agent.config import Settings
-from agent.context import ContextWindow
+from agent.context import CHARS_PER_TOKEN, ContextWindow
 from agent.errors import ConfigError
 from agent.events import Event, Notice
 from agent.llm import ModelClient
 from agent.loop import Agent, Approver, Limits
-from agent.prompt import system_prompt, user_message
+from agent.prompt import BLOCKS_REMINDER, repository_context, system_prompt, user_message
 from tools.base import Tool, ToolContext, ToolRegistry
 from tools.bash import Bash
 from tools.files import EditFile, Grep, ListFiles, ReadFile, WriteFile
@@ -85,8 +86,13 @@ class Workbench:
         self.repo = open_repo(self.workspace)
         self.checkpoints = Checkpoints(self.repo) if self.repo else None
 
-    def task_message(self, task: str) -> str:
-        return user_message(task, self.workspace, git_summary(self.repo))
+    def task_message(self, task: str, actions: str = "tools", context: ContextWindow | None = None) -> str:
+        """The task with the environment note; with the blocks protocol, the repository's files too."""
+        if actions != "blocks":
+            return user_message(task, self.workspace, git_summary(self.repo))
+        budget = int((context.budget if context else 8192) * 0.4 * CHARS_PER_TOKEN)
+        files = repository_context(self.workspace, task, budget)
+        return user_message(task, self.workspace, git_summary(self.repo), files, BLOCKS_REMINDER)
 
     def checkpoint(self, label: str) -> str | None:
         if self.checkpoints is None:
@@ -106,6 +112,7 @@ async def build_agent(
     tool_choice: str = "auto",
     history: list | None = None,
     extra_tools: list | None = None,
+    actions: ActionsMode = "tools",
 ) -> Agent:
     if workbench.repo is None:
         emit(Notice("not a git repository: the agent works without checkpoints, so /undo is unavailable"))
@@ -117,18 +124,20 @@ async def build_agent(
     )
     n_ctx = await client.server_context_size() or FALLBACK_CONTEXT
     reserve = int(client.endpoint.sampling.get("max_tokens") or min(4096, n_ctx // 4))
-    context = ContextWindow(n_ctx, reserve, tools_chars=len(json.dumps(tools.schemas())))
+    protocol = make_actions(actions, workbench.workspace)
+    context = ContextWindow(n_ctx, reserve, tools_chars=len(json.dumps(protocol.request_tools(tools))))
     return Agent(
         client=client,
         tools=tools,
         ctx=ToolContext(Workspace(workbench.workspace, list(settings.extra_roots))),
         permissions=permissions,
-        system_prompt=system_prompt(workbench.workspace),
+        system_prompt=system_prompt(workbench.workspace, actions),
         emit=emit,
         approve=approve,
         limits=limits or Limits(max_turns=settings.max_turns),
         context=context,
         checkpoint=workbench.checkpoint,
         tool_choice=tool_choice,
+        actions=protocol,
         messages=list(history or []),
     )

@@ -50,7 +50,8 @@ class Run:
             Settings(approval=self.approval), workbench, client, self.events.append, self.approve, **self.kw
         )
         try:
-            return await self.agent.run(workbench.task_message(task))
+            actions = self.kw.get("actions", "tools")
+            return await self.agent.run(workbench.task_message(task, actions, self.agent.context))
         finally:
             await client.close()
 

@@ -1,18 +1,23 @@
 """File tools: read, write, exact edits, listing and search, all inside the workspace boundary.
 
 A failed edit changes nothing and tells the model where the nearest text is (aider's best idea):
-small models often get the old text almost right.
+small models often get the old text almost right. Edits match in passes, each needing exactly one
+place: exact, then whole lines ignoring indentation (the replacement is re-indented alike), then
+both again without line numbers echoed from read_file. Two places in a pass stop the search.
 """
 
 from __future__ import annotations
 
 import difflib
 import fnmatch
+import heapq
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -174,20 +179,181 @@ def _line_of(text: str, index: int) -> int:
     return text.count("\n", 0, index) + 1
 
 
+_TOKEN = re.compile(r"\w+|[^\w\s]+")
+
+
+def _likely_windows(lines: list[str], want: list[str], count: int) -> list[int]:
+    """The starts of the `count` windows of len(want) lines sharing the most words and symbols with `want`.
+
+    A sliding multiset overlap: linear in the file, so a full difflib ratio is left for a few windows.
+    """
+    size = len(want)
+    windows = max(1, len(lines) - size + 1)
+    wanted: dict[str, int] = {}
+    for line in want:
+        for token in _TOKEN.findall(line):
+            wanted[token] = wanted.get(token, 0) + 1
+    tokens = [_TOKEN.findall(line) for line in lines]
+    have: dict[str, int] = {}
+    shared = 0
+
+    def add(line_tokens: list[str], step: int) -> int:
+        change = 0
+        for token in line_tokens:
+            if token not in wanted:
+                continue
+            before = have.get(token, 0)
+            have[token] = before + step
+            if step > 0 and before < wanted[token]:
+                change += 1
+            elif step < 0 and before <= wanted[token]:
+                change -= 1
+        return change
+
+    for line_tokens in tokens[:size]:
+        shared += add(line_tokens, 1)
+    scores = [shared]
+    for i in range(1, windows):
+        shared += add(tokens[i - 1], -1) + add(tokens[i + size - 1], 1)
+        scores.append(shared)
+    return sorted(heapq.nlargest(count, range(windows), key=scores.__getitem__))
+
+
 def nearest_lines(text: str, old: str, context: int = 1) -> str:
     """The window of the file most like `old`, with line numbers, to show the model what is there."""
     lines = text.splitlines()
     want = old.strip("\n").splitlines() or [old]
     size = max(1, len(want))
     best, best_at = 0.0, 0
-    target = "\n".join(want)
-    for i in range(max(1, len(lines) - size + 1)):
-        ratio = difflib.SequenceMatcher(None, "\n".join(lines[i : i + size]), target, autojunk=False).ratio()
+    matcher = difflib.SequenceMatcher(None, autojunk=False)
+    matcher.set_seq2("\n".join(want))
+    for i in _likely_windows(lines, want, count=8):
+        matcher.set_seq1("\n".join(lines[i : i + size]))
+        ratio = matcher.ratio()
         if ratio > best:
             best, best_at = ratio, i
     lo, hi = max(0, best_at - context), min(len(lines), best_at + size + context)
     shown = "\n".join(f"{n + 1:>5}| {lines[n]}" for n in range(lo, hi))
     return f"The closest text ({best:.0%} similar) is at lines {best_at + 1}-{best_at + size}:\n{shown}"
+
+
+# Line numbers a model copied from read_file ("  12| code") or from other listings into its old_string.
+_NUMBERED = (
+    re.compile(r"^[ \t]*\d+[ \t]*\|[ ]?"),  # read_file, nearest_lines: "  12| code", also "12 | code"
+    re.compile(r"^[ \t]*\d+:[ ]?"),  # grep -n, "12: code"
+    re.compile(r"^[ \t]*\d+\t"),  # cat -n
+    re.compile(r"^[ \t]*\d+  "),  # "  12  code"
+)
+_ONLY_A_NUMBER = re.compile(r"^[ \t]*\d+[ \t]*[|:]?[ \t]*$")  # a numbered empty line
+
+
+def strip_line_numbers(text: str) -> str | None:
+    """`text` without a line-number prefix on every line, or None when its lines do not all carry one."""
+    lines = text.splitlines(keepends=True)
+    for pattern in _NUMBERED:
+        out, numbered = [], False
+        for line in lines:
+            body = line.rstrip("\r\n")
+            end = line[len(body) :]
+            if not body.strip():
+                out.append(line)
+            elif _ONLY_A_NUMBER.match(body):
+                out.append(end)
+            elif match := pattern.match(body):
+                out.append(body[match.end() :] + end)
+                numbered = True
+            else:
+                break
+        else:
+            if numbered:
+                return "".join(out)
+    return None
+
+
+@dataclass(frozen=True)
+class _Span:
+    start: int
+    end: int
+    text: str
+
+
+def _exact_spans(text: str, old: str, new: str) -> list[_Span]:
+    spans, at = [], 0
+    while (at := text.find(old, at)) != -1:
+        end = at + len(old)
+        span = _Span(at, end, new)
+        line_start = text.rfind("\n", 0, at) + 1
+        if old.endswith("\n") and at > line_start and not text[line_start:at].strip():
+            # Whole lines found from inside their indentation: lines written without it, as
+            # SEARCH/REPLACE blocks often are. Deleting takes the indentation too, and one line
+            # replaced by several indents them all like the line it replaces.
+            if not new:
+                span = _Span(line_start, end, "")
+            elif "\n" not in old[:-1] and len(loose := _loose_spans(text[line_start:end], old, new)) == 1:
+                span = _Span(line_start + loose[0].start, line_start + loose[0].end, loose[0].text)
+        spans.append(span)
+        at = end
+    return spans
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _loose_spans(text: str, old: str, new: str) -> list[_Span]:
+    """Whole lines equal to old's but for leading (and trailing) whitespace, shifted by one uniform indent.
+
+    The replacement gets the same shift (aider's replace_part_with_missing_leading_whitespace) and the
+    file's own line ending, so CRLF files and a missing final newline are matched too.
+    """
+    old_lines, new_lines = old.splitlines(), new.splitlines()
+    filled = [line for line in old_lines + new_lines if line.strip()]
+    if not any(line.strip() for line in old_lines):
+        return []
+    common = min(_indent(line) for line in filled)  # both outdented as far as they go together
+    old_lines = [line[common:].rstrip() for line in old_lines]
+    new_lines = [line[common:].rstrip() for line in new_lines]
+    key = [line.lstrip() for line in old_lines]
+    file_lines = text.splitlines(keepends=True)
+    bare = [line.rstrip() for line in file_lines]
+    starts = [0]
+    for line in file_lines:
+        starts.append(starts[-1] + len(line))
+    size, spans, i = len(key), [], 0
+    while i <= len(file_lines) - size:
+        if bare[i].lstrip() == key[0] and [b.lstrip() for b in bare[i : i + size]] == key:
+            shift = _uniform_shift(bare[i : i + size], old_lines)
+            if shift is not None:
+                first, last = file_lines[i], file_lines[i + size - 1]
+                eol = first[len(first.rstrip("\r\n")) :] or "\n"
+                ends = last[len(last.rstrip("\r\n")) :]
+                body = eol.join(shift + line if line else "" for line in new_lines)
+                spans.append(_Span(starts[i], starts[i + size], body + ends if new_lines else ""))
+                i += size
+                continue
+        i += 1
+    return spans
+
+
+def _uniform_shift(found: list[str], wanted: list[str]) -> str | None:
+    """The indentation the file adds to every non-blank wanted line, when it is one and the same."""
+    shifts = {f[: len(f) - len(w)] for f, w in zip(found, wanted, strict=True) if w}
+    if len(shifts) != 1:
+        return None
+    shift = shifts.pop()
+    return shift if all(f.endswith(w) for f, w in zip(found, wanted, strict=True) if w) else None
+
+
+def _matches(text: str, old: str, new: str) -> Iterator[tuple[str, list[_Span]]]:
+    """The passes, loosest last, each with what it found; the caller stops at the first that found any."""
+    yield "", _exact_spans(text, old, new)
+    yield "ignoring indentation", _loose_spans(text, old, new)
+    plain_old = strip_line_numbers(old)
+    if plain_old is not None and plain_old.strip():
+        plain_new = strip_line_numbers(new)
+        plain_new = new if plain_new is None else plain_new
+        yield "without the line numbers", _exact_spans(text, plain_old, plain_new)
+        yield "without the line numbers, ignoring indentation", _loose_spans(text, plain_old, plain_new)
 
 
 class EditFile:
@@ -210,8 +376,20 @@ class EditFile:
             raise ToolError("old_string is empty. To create or overwrite a whole file use write_file.")
         if args.old_string == args.new_string:
             raise ToolError("old_string and new_string are the same; nothing would change.")
-        count = text.count(args.old_string)
-        if count == 0:
+        # Exact first, then looser passes; a pass that finds two places stops the search, since a
+        # looser one would only guess between them.
+        for how, spans in _matches(text, args.old_string, args.new_string):
+            if len(spans) > 1 and not args.replace_all:
+                at = [str(_line_of(text, span.start)) for span in spans]
+                listed = ", ".join(at[:10]) + (", ..." if len(at) > 10 else "")
+                raise ToolError(
+                    f"old_string matches {len(spans)} places in {rel}{' ' + how if how else ''} "
+                    f"(lines {listed}); the file is unchanged. Include more surrounding lines so it "
+                    "matches exactly one, or set replace_all to true."
+                )
+            if spans:
+                break
+        else:
             hint = ""
             stripped = [line.strip() for line in args.old_string.splitlines()]
             if stripped and all(s in text for s in stripped if s):
@@ -220,24 +398,18 @@ class EditFile:
                 f"old_string was not found in {rel}; the file is unchanged.{hint}\n"
                 + nearest_lines(text, args.old_string)
             )
-        if count > 1 and not args.replace_all:
-            at, lines, start = [], [], 0
-            while (start := text.find(args.old_string, start)) != -1:
-                at.append(start)
-                start += 1
-            lines = [str(_line_of(text, i)) for i in at]
-            raise ToolError(
-                f"old_string matches {count} times in {rel} (lines {', '.join(lines)}); the file is unchanged. "
-                "Include more surrounding lines to make it unique, or set replace_all to true."
-            )
-        after = (
-            text.replace(args.old_string, args.new_string)
-            if args.replace_all
-            else text.replace(args.old_string, args.new_string, 1)
-        )
+        pieces, at = [], 0
+        for span in spans:
+            pieces += [text[at : span.start], span.text]
+            at = span.end
+        after = "".join([*pieces, text[at:]])
+        if after == text:
+            raise ToolError(f"This edit leaves {rel} as it is ({how or 'exact match'}); nothing changed.")
         write_atomically(path, after)
         diff = short_diff(text, after, rel)
-        done = f"Edited {rel}: {count} replacement{'s' if count > 1 else ''}."
+        count = len(spans)
+        done = f"Edited {rel}: {count} replacement{'s' if count > 1 else ''}"
+        done += f" (matched {how})." if how else "."
         return ToolResult(True, f"{done}\n{diff}", {"path": rel, "diff": diff})
 
 

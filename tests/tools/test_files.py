@@ -1,9 +1,10 @@
-"""File tools on real files: reads, atomic writes, exact edits, listing and search."""
+"""File tools on real files: reads, atomic writes, tolerant edits, listing and search."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,8 @@ from tools.files import (
     ReadFile,
     WriteArgs,
     WriteFile,
+    nearest_lines,
+    strip_line_numbers,
 )
 from tools.workspace import Workspace
 
@@ -96,7 +99,7 @@ async def test_a_failed_edit_leaves_the_file_byte_identical_and_shows_the_neares
 async def test_an_ambiguous_edit_changes_nothing_and_names_the_lines(ctx):
     original = "x = 1\ny = 2\nx = 1\n"
     put(ctx, "dup.py", original)
-    with pytest.raises(ToolError, match=r"matches 2 times in dup.py \(lines 1, 3\)"):
+    with pytest.raises(ToolError, match=r"matches 2 places in dup.py \(lines 1, 3\)"):
         await EditFile().run(EditArgs(path="dup.py", old_string="x = 1", new_string="x = 3"), ctx)
     assert (ctx.workspace.root / "dup.py").read_text() == original
     await EditFile().run(
@@ -105,10 +108,168 @@ async def test_an_ambiguous_edit_changes_nothing_and_names_the_lines(ctx):
     assert (ctx.workspace.root / "dup.py").read_text() == "x = 3\ny = 2\nx = 3\n"
 
 
-async def test_an_edit_with_wrong_indentation_says_so(ctx):
-    put(ctx, "i.py", "def f():\n    if x:\n        return 1\n")
-    with pytest.raises(ToolError, match="different indentation"):
-        await EditFile().run(EditArgs(path="i.py", old_string="if x:\n    return 1", new_string="pass"), ctx)
+async def test_an_edit_with_one_uniform_indentation_error_is_matched_and_reindented(ctx):
+    put(ctx, "i.py", "def f():\n    if x:\n        return 1\n    return 0\n")
+    result = await EditFile().run(
+        EditArgs(
+            path="i.py", old_string="if x:\n    return 1\n", new_string="if x:\n    y()\n    return 2\n"
+        ),
+        ctx,
+    )
+    assert (ctx.workspace.root / "i.py").read_text() == (
+        "def f():\n    if x:\n        y()\n        return 2\n    return 0\n"
+    )
+    assert "matched ignoring indentation" in result.output
+
+
+async def test_an_over_indented_edit_is_outdented_to_the_file(ctx):
+    put(ctx, "o.py", "class A:\n    def f(self):\n        return 1\n")
+    await EditFile().run(
+        EditArgs(
+            path="o.py",
+            old_string="            def f(self):\n                return 1",
+            new_string="            def f(self):\n                return 2",
+        ),
+        ctx,
+    )
+    assert (ctx.workspace.root / "o.py").read_text() == "class A:\n    def f(self):\n        return 2\n"
+
+
+async def test_indentation_matching_keeps_crlf_line_endings_and_ignores_trailing_spaces(ctx):
+    path = ctx.workspace.root / "w.py"
+    path.write_bytes(b"def f():\r\n    a = 1   \r\n    b = 2\r\n")
+    await EditFile().run(EditArgs(path="w.py", old_string="a = 1\nb = 2\n", new_string="a = 3\nb = 4\n"), ctx)
+    assert path.read_bytes() == b"def f():\r\n    a = 3\r\n    b = 4\r\n"
+
+
+async def test_an_empty_new_string_deletes_the_lines_matched_ignoring_indentation(ctx):
+    put(ctx, "d.py", "def f():\n    a = 1\n    b = 2\n    return a\n")
+    await EditFile().run(EditArgs(path="d.py", old_string="b = 2\n", new_string=""), ctx)
+    assert (ctx.workspace.root / "d.py").read_text() == "def f():\n    a = 1\n    return a\n"
+
+
+async def test_one_unindented_line_replaced_by_several_indents_them_all(ctx):
+    put(ctx, "e.py", "def f():\n    b = 2\n    return b\n")
+    await EditFile().run(
+        EditArgs(path="e.py", old_string="b = 2\n", new_string="b = 2\nif b:\n    b += 1\n"), ctx
+    )
+    assert (ctx.workspace.root / "e.py").read_text() == (
+        "def f():\n    b = 2\n    if b:\n        b += 1\n    return b\n"
+    )
+
+
+async def test_an_edit_starting_mid_line_keeps_the_rest_of_the_line(ctx):
+    put(ctx, "m.py", "def f():\n    return compute(1)\n")
+    await EditFile().run(EditArgs(path="m.py", old_string="compute(1)", new_string="compute(2)"), ctx)
+    assert (ctx.workspace.root / "m.py").read_text() == "def f():\n    return compute(2)\n"
+
+
+async def test_indentation_that_differs_line_by_line_is_not_guessed(ctx):
+    original = "def f():\n    if x:\n        return 1\n"
+    put(ctx, "i.py", original)
+    with pytest.raises(ToolError, match="different indentation") as caught:
+        await EditFile().run(
+            EditArgs(path="i.py", old_string="    if x:\n    return 1", new_string="pass"), ctx
+        )
+    assert (ctx.workspace.root / "i.py").read_text() == original
+    assert "    2|     if x:" in str(caught.value)
+
+
+async def test_an_ambiguous_loose_match_refuses_instead_of_trying_looser_passes(ctx):
+    original = "def a():\n    x = 1\n    y = 2\n\ndef b():\n        x = 1\n        y = 2\n"
+    put(ctx, "two.py", original)
+    with pytest.raises(ToolError) as caught:
+        await EditFile().run(EditArgs(path="two.py", old_string="x = 1\ny = 2", new_string="z = 0"), ctx)
+    assert "matches 2 places in two.py ignoring indentation (lines 2, 6)" in str(caught.value)
+    assert "matches exactly one" in str(caught.value)
+    assert (ctx.workspace.root / "two.py").read_text() == original
+
+
+async def test_replace_all_applies_to_every_loose_match_each_with_its_own_indentation(ctx):
+    put(ctx, "two.py", "def a():\n    x = 1\n\ndef b():\n        x = 1\n")
+    result = await EditFile().run(
+        EditArgs(path="two.py", old_string="x = 1\n", new_string="x = 2\n", replace_all=True), ctx
+    )
+    assert "2 replacements" in result.output
+    assert (ctx.workspace.root / "two.py").read_text() == "def a():\n    x = 2\n\ndef b():\n        x = 2\n"
+
+
+async def test_line_numbers_echoed_from_read_file_are_stripped(ctx):
+    put(ctx, "n.py", "".join(f"v{i} = {i}\n" for i in range(1, 12)) + "def f():\n    return 1\n")
+    listing = (await ReadFile().run(ReadArgs(path="n.py", offset=9, limit=5), ctx)).output
+    old = "\n".join(listing.splitlines()[3:5])  # "12| def f():", "13|     return 1"
+    assert old.startswith("12| def f():")
+    new = "12| def f():\n13|     return 2"
+    result = await EditFile().run(EditArgs(path="n.py", old_string=old, new_string=new), ctx)
+    assert (ctx.workspace.root / "n.py").read_text().endswith("def f():\n    return 2\n")
+    assert "matched without the line numbers" in result.output
+
+
+async def test_line_numbers_stay_in_a_new_string_that_does_not_carry_them_on_every_line(ctx):
+    put(ctx, "n.py", "def f():\n    return 1\n")
+    await EditFile().run(
+        EditArgs(path="n.py", old_string="1: def f():\n2:     return 1", new_string="def f():\n    return 2"),
+        ctx,
+    )
+    assert (ctx.workspace.root / "n.py").read_text() == "def f():\n    return 2\n"
+
+
+async def test_line_numbers_and_wrong_indentation_together_are_matched(ctx):
+    put(ctx, "n.py", "class A:\n    def f(self):\n        return 1\n")
+    result = await EditFile().run(
+        EditArgs(
+            path="n.py",
+            old_string="  2  def f(self):\n  3      return 1",
+            new_string="  2  def f(self):\n  3      return 3",
+        ),
+        ctx,
+    )
+    assert (ctx.workspace.root / "n.py").read_text() == "class A:\n    def f(self):\n        return 3\n"
+    assert "without the line numbers, ignoring indentation" in result.output
+
+
+@pytest.mark.parametrize(
+    ("numbered", "plain"),
+    [
+        ("  9| a\n 10|     b\n 11| ", "a\n    b\n"),
+        ("9 | a\n10 |     b", "a\n    b"),
+        ("9: a\n10:     b", "a\n    b"),
+        ("     9\ta\n    10\t    b", "a\n    b"),
+        ("  9  a\n 10      b", "a\n    b"),
+    ],
+)
+def test_line_number_prefixes_of_common_listings_are_recognised(numbered, plain):
+    assert strip_line_numbers(numbered) == plain
+
+
+def test_text_without_a_number_on_every_line_keeps_its_numbers():
+    assert strip_line_numbers("12: a\nb") is None
+    assert strip_line_numbers("x = 1\ny = 2") is None
+
+
+async def test_an_edit_that_would_change_nothing_is_refused(ctx):
+    put(ctx, "s.py", "    a = 1\n")  # the same text once its echoed line number is dropped
+    with pytest.raises(ToolError, match="nothing changed"):
+        await EditFile().run(EditArgs(path="s.py", old_string="1|     a = 1", new_string="    a = 1"), ctx)
+
+
+def test_nearest_lines_finds_a_near_miss_in_a_3000_line_file():
+    text = "".join(
+        f"def handler_{i}(request, user_{i}):\n    value = compute({i}, request.size * {i % 7})\n"
+        f"    return respond(value + {i})\n\n"
+        for i in range(750)
+    )
+    assert len(text.splitlines()) == 3000
+    lines = text.splitlines()
+    wanted = lines[2001:2021]  # from handler_500's body (line 2002) to handler_505's def
+    wanted[0] = wanted[0].replace("request.size", "request.length")  # the model's typos
+    wanted[8] = wanted[8].replace("compute", "calc")
+    assert wanted != lines[2001:2021]
+    started = time.perf_counter()
+    shown = nearest_lines(text, "\n".join(wanted))
+    print(f"nearest_lines on 3000 lines, 20-line old_string: {time.perf_counter() - started:.3f} s")
+    assert "is at lines 2002-2021" in shown and "(100% similar)" not in shown
+    assert " 2021| def handler_505(request, user_505):" in shown
 
 
 async def test_paths_outside_the_workspace_are_refused(ctx, tmp_path):

@@ -1,0 +1,222 @@
+"""How the model acts: the two action protocols, in front of one tool layer.
+
+- `tools`: native tool calls (JSON), with text fallbacks for local models (`agent.toolcalls`). Right
+  for the large models people run on their GPUs.
+- `blocks`: the model writes text it saw in training: a path line and the whole file in a fence,
+  SEARCH/REPLACE blocks, a fenced `bash` block (`agent.blocks`). A 1.5B model solved 4 of 5 small tasks
+  this way in Aider and none with JSON tool calls (FACTS.md).
+
+Both turn an answer into the same `ToolCall`s, which the loop runs through the same permissions,
+checkpoints and events. They differ only in what is sent (tool schemas or none), how the answer is
+read, and how results go back: `tool` messages, or one user message that reads like a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal, Protocol
+
+from agent.blocks import Action, parse_answer, to_tool_calls
+from agent.llm import Completion, ToolCall
+from agent.toolcalls import assistant_message, calls_from_text
+from tools.base import ToolRegistry, ToolResult, parameters_of
+from tools.files import workspace_files
+from tools.workspace import OutsideWorkspace, Workspace
+
+ActionsMode = Literal["tools", "blocks"]
+SHOWN_FILE_LIMIT = 12_000  # characters of an edited file shown back to the model after the change
+FENCED_CODE = re.compile(r"^```[ \t]*(\w[\w+-]*)?[ \t]*$", re.M)
+MAX_TOOL_CORRECTIONS = 2  # per task: then prose is taken as the answer (mini-swe-agent's format error)
+
+
+@dataclass
+class ReadAnswer:
+    """One answer, read: the calls to run, the text kept in the history, what could not be taken."""
+
+    calls: list[ToolCall]
+    content: str
+    problems: list[str] = field(default_factory=list)
+
+
+class ActionProtocol(Protocol):
+    mode: ActionsMode
+
+    def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]: ...
+
+    def read(self, completion: Completion, tools: ToolRegistry) -> ReadAnswer: ...
+
+    def history_message(self, answer: ReadAnswer) -> dict[str, Any]: ...
+
+    def results(
+        self, answer: ReadAnswer, results: list[tuple[ToolCall, ToolResult]]
+    ) -> list[dict[str, Any]]: ...
+
+    def new_task(self) -> None: ...
+
+
+class ToolCallActions:
+    """Native tool calls; calls written as text are taken too; code in prose is never run."""
+
+    mode: ActionsMode = "tools"
+
+    def __init__(self) -> None:
+        self.corrections = 0
+
+    def new_task(self) -> None:
+        self.corrections = 0
+
+    def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]:
+        return tools.schemas()
+
+    def read(self, completion: Completion, tools: ToolRegistry) -> ReadAnswer:
+        calls, content = completion.tool_calls, completion.content
+        if not calls and content:
+            schemas = {t.name: parameters_of(t) for t in tools.tools.values()}
+            calls, content = calls_from_text(content, set(tools.names()), schemas=schemas)
+        problems = []
+        if not calls and self._code_without_call(content) and self.corrections < MAX_TOOL_CORRECTIONS:
+            # The model wrote code for the user to paste instead of acting: tell it once or twice.
+            self.corrections += 1
+            problems.append(
+                "Your answer holds code in fences, but nothing was written or run: code in prose is never "
+                "executed. To change a file, call write_file (whole content) or edit_file; to run a "
+                "command, call bash. Call the tool now. Answer without a tool call only when the task "
+                "is done."
+            )
+        return ReadAnswer(calls, content, problems)
+
+    @staticmethod
+    def _code_without_call(content: str) -> bool:
+        return any(m.group(1) not in (None, "text", "markdown", "md") for m in FENCED_CODE.finditer(content))
+
+    def history_message(self, answer: ReadAnswer) -> dict[str, Any]:
+        return assistant_message(answer.content, answer.calls)
+
+    def results(self, answer: ReadAnswer, results: list[tuple[ToolCall, ToolResult]]) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = [
+            {"role": "tool", "tool_call_id": call.id, "content": result.output} for call, result in results
+        ]
+        if answer.problems:
+            messages.append({"role": "user", "content": "\n".join(answer.problems)})
+        return messages
+
+
+class BlockActions:
+    """Edit blocks, whole files and bash fences written as text; results come back as one user message."""
+
+    mode: ActionsMode = "blocks"
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = Workspace(workspace)
+
+    def new_task(self) -> None:
+        pass
+
+    def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]:
+        return []  # no schemas: the chat template then says nothing of JSON tool calls
+
+    def read(self, completion: Completion, tools: ToolRegistry) -> ReadAnswer:
+        parsed = parse_answer(completion.content, cut_off=not completion.complete or _cut(completion))
+        # A whole file written back unchanged is the model restating its work, not a change to make:
+        # an answer made only of those ends the task like a plain "done".
+        actions = [self._known_path(a) for a in parsed.actions]
+        actions = [a for a in actions if not self._unchanged(a)]
+        return ReadAnswer(to_tool_calls(actions), completion.content, list(parsed.problems))
+
+    def _known_path(self, action: Action) -> Action:
+        """The path the model meant. Small models copy the prompt's `path/to/` example, or write a bare
+        file name for a file that sits in a folder; an unknown path whose name is that of exactly one
+        file of the project is that file (as Aider does)."""
+        if not action.path or action.kind == "bash":
+            return action
+        path = action.path.removeprefix("./")
+        path = path.removeprefix("path/to/") or path
+        try:
+            exists = self.workspace.resolve(path).exists()
+        except OutsideWorkspace:
+            return action  # refused, with a message, by the tool layer
+        if not exists:
+            name = PurePosixPath(path).name
+            same_name = [p for p in self._files() if PurePosixPath(p).name == name]
+            if len(same_name) == 1:
+                path = same_name[0]
+        return action if path == action.path else replace(action, path=path)
+
+    def _files(self) -> list[str]:
+        root = self.workspace.root
+        return [p.relative_to(root).as_posix() for p in workspace_files(self.workspace, root)]
+
+    def _unchanged(self, action: Action) -> bool:
+        if action.kind != "write" or not action.path:
+            return False
+        try:
+            current = self.workspace.resolve(action.path).read_text(encoding="utf-8")
+        except (OSError, ValueError, OutsideWorkspace):  # the tool layer will say what is wrong
+            return False
+        return current.rstrip("\n") == action.content.rstrip("\n")
+
+    def history_message(self, answer: ReadAnswer) -> dict[str, Any]:
+        # Exactly what the model wrote: the re-rendered prompt then matches the server's cache.
+        return {"role": "assistant", "content": answer.content}
+
+    def results(self, answer: ReadAnswer, results: list[tuple[ToolCall, ToolResult]]) -> list[dict[str, Any]]:
+        parts = [self._describe(call, result) for call, result in results]
+        parts += [f"Not applied: {problem}" for problem in answer.problems]
+        parts += self._fresh_files(results)
+        if any(not result.ok for _, result in results) or answer.problems:
+            parts.append("Fix what failed, then go on. When the task is done, answer without any block.")
+        else:
+            parts.append("Go on with the task. When it is done, answer without any block.")
+        return [{"role": "user", "content": "\n\n".join(parts)}]
+
+    @staticmethod
+    def _describe(call: ToolCall, result: ToolResult) -> str:
+        args = _arguments(call)
+        if call.name == "bash":
+            return f"$ {args.get('command', '').strip()}\n{result.output.strip() or '(no output)'}"
+        verb = "Wrote" if call.name == "write_file" else "Edited"
+        if result.ok:
+            return f"{verb} {args.get('path', '?')}: {result.output.strip()}"
+        return f"Failed to change {args.get('path', '?')}: {result.output.strip()}"
+
+    def _fresh_files(self, results: list[tuple[ToolCall, ToolResult]]) -> list[str]:
+        """Files changed by SEARCH/REPLACE, shown as they are now: the model's next edit must match them."""
+        shown, parts = set(), []
+        for call, result in results:
+            path = _arguments(call).get("path")
+            if call.name != "edit_file" or not result.ok or not path or path in shown:
+                continue
+            shown.add(path)
+            try:
+                text = self.workspace.resolve(path).read_text(encoding="utf-8", errors="replace")
+            except (OSError, OutsideWorkspace):
+                continue
+            if len(text) > SHOWN_FILE_LIMIT:
+                continue  # too big to repeat; the model can ask for it with `cat`
+            parts.append(f"{path} now reads:\n{fence_for(text)}\n{text.rstrip()}\n{fence_for(text)}")
+        return parts
+
+
+def fence_for(text: str) -> str:
+    """A backtick fence longer than any run of backticks in the text (Markdown files hold fences)."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _cut(completion: Completion) -> bool:
+    return (completion.stats.finish_reason or "") == "length"
+
+
+def _arguments(call: ToolCall) -> dict[str, Any]:
+    try:
+        data = json.loads(call.arguments)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def make_actions(mode: ActionsMode, workspace: Path) -> ActionProtocol:
+    return BlockActions(workspace) if mode == "blocks" else ToolCallActions()

@@ -1,0 +1,185 @@
+"""The blocks protocol in the loop: an answer's files, edits and bash fences go through the same tool
+layer as native calls (permissions, checkpoints, events), and the results come back as one message."""
+
+from __future__ import annotations
+
+import subprocess
+
+from agent.events import (
+    AssistantMessage,
+    Notice,
+    PermissionDecided,
+    ToolCallStarted,
+    UserMessage,
+)
+from tests.scripted_server import ScriptedServer
+from tests.test_loop import Run, git_repo
+
+FENCE = "```"
+
+
+def answer(*parts: str) -> dict:
+    return {"content": "\n".join(parts)}
+
+
+WRITE_ADD = answer(
+    "I'll create the module.", "", "add.py", f"{FENCE}python", "def add(a, b):", "    return a - b", FENCE
+)
+FIX_ADD = answer(
+    "add.py", f"{FENCE}python", "<<<<<<< SEARCH", "    return a - b", "=======", "    return a + b",
+    ">>>>>>> REPLACE", FENCE, "", f"{FENCE}bash", "python3 -c 'from add import add; print(add(2, 3))'", FENCE,
+)  # fmt: skip
+
+
+async def test_blocks_write_edit_and_run_then_a_plain_answer_ends_the_task(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    with ScriptedServer([WRITE_ADD, FIX_ADD, answer("add.py now adds.")]) as server:
+        run = Run(server, repo, actions="blocks")
+        outcome = await run()
+        requests = server.requests
+    assert outcome.status == "completed"
+    assert (repo / "add.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert all("tools" not in body for body in requests)  # no schemas: the template says nothing of JSON
+    assert [e.name for e in run.of(ToolCallStarted)] == ["write_file", "edit_file", "bash"]
+    assert all(r.ok for r in run.results())
+    feedback = requests[2]["messages"][-1]
+    assert feedback["role"] == "user"
+    assert "$ python3 -c" in feedback["content"] and "\n5" in feedback["content"]  # the command's output
+    assert "add.py now reads:" in feedback["content"]  # the edited file, fresh
+    history_roles = [m["role"] for m in requests[2]["messages"]]
+    assert "tool" not in history_roles  # the model's own text stays as it wrote it
+    assert requests[1]["messages"][2] == {"role": "assistant", "content": WRITE_ADD["content"]}
+
+
+async def test_the_blocks_system_prompt_is_stable_and_the_repository_is_in_the_task(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    (repo / "greet.py").write_text("def greet(name):\n    return 'hi ' + name\n")
+    with ScriptedServer([answer("Nothing to do.")]) as server:
+        await Run(server, repo, actions="blocks")("Make greet say hello.")
+        body = server.requests[0]
+    system, task = body["messages"][0]["content"], body["messages"][1]["content"]
+    assert "SEARCH/REPLACE" in system and "greet" not in system  # the prefix holds no repository facts
+    assert "greet.py\n```\ndef greet(name):" in task
+    assert task.index("greet.py\n```") < task.index("Make greet say hello.") < task.index("Act now:")
+
+
+async def test_a_fence_without_a_path_is_not_applied_and_the_model_is_told(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    no_path = answer("Here is the code:", f"{FENCE}python", "print('hi')", FENCE)
+    with ScriptedServer([no_path, answer("Done.")]) as server:
+        outcome = await Run(server, repo, actions="blocks")()
+        feedback = server.requests[1]["messages"][-1]["content"]
+    assert outcome.status == "completed"
+    assert list(repo.iterdir()) == [repo / ".git"]  # nothing was written
+    assert "Not applied:" in feedback and "path" in feedback
+
+
+async def test_a_path_outside_the_workspace_is_refused_and_the_model_is_told(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    outside = answer("../evil.py", f"{FENCE}python", "x = 1", FENCE)
+    with ScriptedServer([outside, answer("Done.")]) as server:
+        run = Run(server, repo, actions="blocks")
+        await run()
+        feedback = server.requests[1]["messages"][-1]["content"]
+    assert not (tmp_path / "evil.py").exists()
+    assert not run.results()[0].ok
+    assert "Failed to change ../evil.py" in feedback and "outside" in feedback
+
+
+async def test_a_whole_file_block_cut_off_at_max_tokens_is_never_applied(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    (repo / "big.py").write_text("KEEP = 1\n")
+    cut = {"content": "big.py\n```python\nKEEP = 2\ndef half(", "finish_reason": "length"}
+    with ScriptedServer([cut, answer("Done.")]) as server:
+        run = Run(server, repo, actions="blocks")
+        await run()
+        feedback = server.requests[1]["messages"][-1]["content"]
+    assert (repo / "big.py").read_text() == "KEEP = 1\n"
+    assert run.results() == []
+    assert "cut off" in feedback
+
+
+async def test_a_dangerous_bash_block_meets_the_same_rules_as_a_native_call(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    danger = answer(f"{FENCE}bash", "sudo rm -rf /tmp/nothing-here", FENCE)
+    with ScriptedServer([danger, answer("Done.")]) as server:
+        run = Run(server, repo, actions="blocks")  # full-auto, and nobody to ask
+        await run()
+    decided = run.of(PermissionDecided)
+    assert decided and decided[0].decision == "deny"
+    assert "needs approval" in decided[0].reason
+
+
+async def test_blocks_take_a_checkpoint_before_the_first_change(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    (repo / "a.txt").write_text("one\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "init"], cwd=repo, check=True)
+    with ScriptedServer([answer("a.txt", FENCE, "two", FENCE), answer("Done.")]) as server:
+        run = Run(server, repo, actions="blocks")
+        await run()
+    assert any("checkpoint" in n.message for n in run.of(Notice))
+    assert (repo / "a.txt").read_text() == "two\n"
+
+
+async def test_a_rewrite_identical_to_the_file_counts_as_done(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    (repo / "a.py").write_text("x = 1\n")
+    same = answer("The file is already right:", "", "a.py", f"{FENCE}python", "x = 1", FENCE)
+    with ScriptedServer([same]) as server:
+        run = Run(server, repo, actions="blocks")
+        outcome = await run()
+    assert outcome.status == "completed" and run.results() == []
+
+
+async def test_tool_calls_mode_corrects_code_written_as_prose_a_bounded_number_of_times(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+
+    def prose(n: int) -> dict:
+        return answer(
+            f"Put this in add.py ({n}):", f"{FENCE}python", "def add(a, b):", "    return a + b", FENCE
+        )
+
+    with ScriptedServer([prose(1), prose(2), prose(3)]) as server:
+        run = Run(server, repo)
+        outcome = await run()
+        corrections = [m for m in run.of(UserMessage) if "never executed" in m.content]
+    assert len(corrections) == 2  # then the prose is taken as the answer
+    assert outcome.status == "completed" and len(server.requests) == 3
+    assert not (repo / "add.py").exists()  # code in prose is never run
+    assert run.of(AssistantMessage)
+
+
+async def test_a_looping_answer_is_cut_and_kept_once(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    loop = answer("Tests:", *["assert f(1) == 1"] * 200)
+    with ScriptedServer([loop, answer("Done.")]) as server:
+        run = Run(server, repo, actions="blocks")
+        await run()
+        kept = server.requests[1]["messages"][2]["content"]
+    assert any("repeating itself" in n.message for n in run.of(Notice))
+    assert kept.count("assert f(1) == 1") <= 2
+
+
+async def test_the_prompts_example_folder_and_bare_names_of_existing_files_are_understood(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    (repo / "pkg").mkdir()
+    (repo / "pkg" / "util.py").write_text("X = 1\n")
+    echoed = answer(
+        "path/to/hello.py", f"{FENCE}python", "print('hi')", FENCE, "", "util.py", FENCE, "X = 2", FENCE
+    )
+    with ScriptedServer([echoed, answer("Done.")]) as server:
+        await Run(server, repo, actions="blocks")()
+    assert (repo / "hello.py").read_text() == "print('hi')\n"
+    assert (repo / "pkg" / "util.py").read_text() == "X = 2\n"
+    assert not (repo / "path").exists() and not (repo / "util.py").exists()
+
+
+async def test_an_answer_repeated_word_for_word_is_retried_warmer_then_stops_the_task(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    same = answer(f"{FENCE}bash", "echo again", FENCE)
+    with ScriptedServer(default=same) as server:
+        outcome = await Run(server, repo, actions="blocks")()
+        temperatures = [body.get("temperature") for body in server.requests]
+    assert outcome.status == "repeated" and len(temperatures) == 3
+    assert temperatures == [None, None, 0.7]  # the profile's own temperature, until the answer repeats
