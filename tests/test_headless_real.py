@@ -29,7 +29,13 @@ def test_an_example_runs_to_its_end_with_the_right_exit_code_a_transcript_and_st
 ):
     profile = tiny_profile(isolated_state, "tiny-example", 8192)
     result = agent(
-        "run", str(REPO / "examples" / "hello.md"), "-p", profile, "--workdir", str(tmp_path), timeout=600
+        "run",
+        str(REPO / "examples" / "tasks" / "hello" / "task.md"),
+        "-p",
+        profile,
+        "--workdir",
+        str(tmp_path),
+        timeout=600,
     )
     # The tiny base model cannot write hello.py: the check fails (1), or the turn limit is hit (3).
     assert result.returncode in (1, 3), result.stderr

@@ -57,7 +57,45 @@ def cmd_conversation(args: Namespace, settings: Settings, prompts: dict[str, str
     return 0
 
 
+def cmd_tasks(args: Namespace, settings: Settings) -> int:
+    """The task suite on each profile in turn: one server per profile, each task a real `agent run`."""
+    import tempfile
+
+    from agent.suite import discover, format_table, run_suite
+
+    tasks = discover(Path(args.tasks), args.task or None)
+    if not tasks:
+        raise AgentError(f"no tasks in {args.tasks}", fix="A task is a folder holding task.md (and repo/).")
+    results = {}
+    for name in args.profiles or [None]:
+        profile = resolve_profile(settings, name, args.base_url if not name else None, Path.cwd())
+        label = profile.name + (f"/{args.actions}" if args.actions else "")
+        console.note(f"{label}: {len(tasks)} tasks")
+        agent_args = ["--base-url", args.base_url] if profile.kind == "attach" else ["-p", profile.name]
+        agent_args += ["--actions", args.actions] if args.actions else []
+        with (
+            console.build_progress() as build,
+            console.start_progress(profile.name) as started,
+            connect(settings, profile, start_progress=started, build_progress=build),
+            tempfile.TemporaryDirectory(prefix="agent-tasks-") as scratch,
+        ):
+            out = Path(args.out) / f"{label.replace('/', '-')}.jsonl" if args.out else None
+            results[label] = run_suite(
+                tasks, agent_args, Path(scratch), out, timeout=args.task_timeout,
+                progress=lambda r: console.note(
+                    f"  {r.name}: {'solved' if r.solved else 'not solved'} in {r.seconds:.0f} s, {r.turns} turns"
+                ),
+            )  # fmt: skip
+    if args.json:
+        print(json.dumps({k: [r.to_dict() for r in v] for k, v in results.items()}, indent=2))
+    else:
+        print(format_table(results))
+    return 0
+
+
 def cmd_bench(args: Namespace, settings: Settings) -> int:
+    if args.tasks:
+        return cmd_tasks(args, settings)
     names = args.profiles or [None]
     prompts = _prompts(args)
     if args.conversation:
