@@ -39,6 +39,7 @@ class ReadAnswer:
     calls: list[ToolCall]
     content: str
     problems: list[str] = field(default_factory=list)
+    notice: str = ""  # for the user, not the model
 
 
 class ActionProtocol(Protocol):
@@ -86,7 +87,13 @@ class ToolCallActions:
                 "command, call bash. Call the tool now. Answer without a tool call only when the task "
                 "is done."
             )
-        return ReadAnswer(calls, content, problems)
+        notice = ""
+        if problems and self.corrections == MAX_TOOL_CORRECTIONS:
+            notice = (
+                "the model keeps writing code instead of calling tools; small models do better with "
+                'edit blocks: --actions blocks (or actions = "blocks" in the profile)'
+            )
+        return ReadAnswer(calls, content, problems, notice)
 
     @staticmethod
     def _code_without_call(content: str) -> bool:

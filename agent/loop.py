@@ -169,6 +169,8 @@ class Agent:
     async def _record(self, completion: Completion) -> ReadAnswer:
         """Append the assistant's message as the protocol keeps it; return the answer, read."""
         answer = self.actions.read(completion, self.tools)
+        if answer.notice:
+            self.emit(Notice(answer.notice))
         if completion.repetition:  # a loop is not an answer: say so, rather than end the task on it
             answer.problems.append(
                 "Your answer kept repeating the same text, so it was cut. Write each thing once, then go on."

@@ -145,6 +145,7 @@ async def test_tool_calls_mode_corrects_code_written_as_prose_a_bounded_number_o
         outcome = await run()
         corrections = [m for m in run.of(UserMessage) if "never executed" in m.content]
     assert len(corrections) == 2  # then the prose is taken as the answer
+    assert any("--actions blocks" in n.message for n in run.of(Notice))  # the user is offered the switch
     assert outcome.status == "completed" and len(server.requests) == 3
     assert not (repo / "add.py").exists()  # code in prose is never run
     assert run.of(AssistantMessage)
