@@ -29,6 +29,7 @@ from tools.workspace import OutsideWorkspace, Workspace
 ActionsMode = Literal["tools", "blocks"]
 SHOWN_FILE_LIMIT = 12_000  # characters of an edited file shown back to the model after the change
 FENCED_CODE = re.compile(r"^```[ \t]*(\w[\w+-]*)?[ \t]*$", re.M)
+DEFINITION = re.compile(r"^[ \t]*(?:def|class)[ \t]+(\w+)", re.M)
 MAX_TOOL_CORRECTIONS = 2  # per task: then prose is taken as the answer (mini-swe-agent's format error)
 
 
@@ -131,7 +132,28 @@ class BlockActions:
         # an answer made only of those ends the task like a plain "done".
         actions = [self._known_path(a) for a in parsed.actions]
         actions = [a for a in actions if not self._unchanged(a)]
-        return ReadAnswer(to_tool_calls(actions), completion.content, list(parsed.problems))
+        problems = list(parsed.problems)
+        if any("without a file path" in p for p in problems):
+            problems += self._files_meant(completion.content)
+        return ReadAnswer(to_tool_calls(actions), completion.content, problems)
+
+    def _files_meant(self, content: str) -> list[str]:
+        """For a fence without a path: the project files whose definitions it rewrites, by name."""
+        written = set(DEFINITION.findall(content))
+        meant = []
+        for rel in self._files():
+            if rel.endswith(".py"):
+                try:
+                    text = self.workspace.resolve(rel).read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    continue
+                if written & set(DEFINITION.findall(text)):
+                    meant.append(rel)
+        return [
+            f"That code looks like a change to {rel}: write `{rel}` alone on a line, then the whole new "
+            "file in the fence."
+            for rel in meant[:2]
+        ]
 
     def _known_path(self, action: Action) -> Action:
         """The path the model meant. Small models copy the prompt's `path/to/` example, or write a bare

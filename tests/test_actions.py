@@ -74,6 +74,17 @@ async def test_a_fence_without_a_path_is_not_applied_and_the_model_is_told(tmp_p
     assert "Not applied:" in feedback and "path" in feedback
 
 
+async def test_a_fence_without_a_path_names_the_file_its_definitions_belong_to(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    (repo / "notes.py").write_text("class Note:\n    pass\n\n\ndef load(path):\n    return []\n")
+    snippet = answer("Fix:", f"{FENCE}python", "class Note:", "    tags = None", FENCE)
+    with ScriptedServer([snippet, answer("Done.")]) as server:
+        await Run(server, repo, actions="blocks")()
+        feedback = server.requests[1]["messages"][-1]["content"]
+    assert "looks like a change to notes.py" in feedback
+    assert (repo / "notes.py").read_text().startswith("class Note:\n    pass")  # nothing applied
+
+
 async def test_a_path_outside_the_workspace_is_refused_and_the_model_is_told(tmp_path):
     repo = git_repo(tmp_path / "repo")
     outside = answer("../evil.py", f"{FENCE}python", "x = 1", FENCE)

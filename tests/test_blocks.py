@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -384,3 +385,14 @@ def test_actions_become_tool_calls_the_tools_accept():
         "old_string": "A = 1\n",
         "new_string": "A = 2\n",
     }
+
+
+RECORDED_BLOCKS = Path(__file__).parent / "fixtures" / "model_outputs" / "blocks"
+
+
+@pytest.mark.parametrize("recording", sorted(RECORDED_BLOCKS.glob("*.txt")), ids=lambda p: p.stem)
+def test_recorded_answers_of_the_real_model_are_read_as_expected(recording):
+    expected = json.loads(recording.with_suffix(".expected.json").read_text())
+    parsed = parse_answer(recording.read_text(), cut_off=False)
+    assert [{"kind": a.kind, "path": a.path} for a in parsed.actions] == expected["actions"]
+    assert len(parsed.problems) == expected["problems"]
