@@ -156,6 +156,12 @@ def run_in_group(
         return proc.returncode, stdout, stderr, False
     except subprocess.TimeoutExpired:
         pass
+    except BaseException:  # interrupted: the task's agent (and its bash commands) go with us
+        _signal_group(proc, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(grace)
+        _signal_group(proc, signal.SIGKILL)
+        raise
     # A group id stays taken while any member of the group lives: these signals reach ours only.
     _signal_group(proc, signal.SIGTERM)
     try:

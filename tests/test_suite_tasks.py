@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -287,6 +288,25 @@ def test_a_command_past_its_timeout_is_stopped_with_its_whole_group():
     while Path(f"/proc/{child}").exists() and "Z" not in _state(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not Path(f"/proc/{child}").exists() or "Z" in _state(child), "the background child survived"
+
+
+def test_interrupting_the_suite_stops_the_running_task_with_its_whole_group(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    runner = (
+        "import sys; from agent.suite import run_in_group; "
+        f"run_in_group(['bash', '-c', 'sleep 60 & echo $! > {pid_file}; wait'], timeout=60, grace=0.5)"
+    )
+    suite = subprocess.Popen([sys.executable, "-c", runner], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    suite.send_signal(signal.SIGINT)
+    assert suite.wait(30) != 0
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and "Z" not in _state(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{child}").exists() or "Z" in _state(child), "the task's child outlived the suite"
 
 
 def _state(pid: int) -> str:

@@ -59,10 +59,13 @@ def cmd_conversation(args: Namespace, settings: Settings, prompts: dict[str, str
 
 def cmd_tasks(args: Namespace, settings: Settings) -> int:
     """The task suite on each profile in turn: one server per profile, each task a real `agent run`."""
+    import signal
     import tempfile
 
     from agent.suite import discover, format_table, run_suite
 
+    # SIGTERM unwinds like Ctrl+C, so the running task's agent and the profile's server are stopped.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     tasks = discover(Path(args.tasks), args.task or None)
     if not tasks:
         raise AgentError(f"no tasks in {args.tasks}", fix="A task is a folder holding task.md (and repo/).")
