@@ -29,6 +29,7 @@ from tools.workspace import OutsideWorkspace, Workspace
 ActionsMode = Literal["tools", "blocks"]
 SHOWN_FILE_LIMIT = 12_000  # characters of an edited file shown back to the model after the change
 FENCED_CODE = re.compile(r"^```[ \t]*(\w[\w+-]*)?[ \t]*$", re.M)
+CODE_WITHOUT_PATH = re.compile(r"a ```\w+ block without a file path")  # tagged: code, not quoted output
 DEFINITION = re.compile(r"^[ \t]*(?:def|class)[ \t]+(\w+)", re.M)
 MAX_TOOL_CORRECTIONS = 2  # per task: then prose is taken as the answer (mini-swe-agent's format error)
 
@@ -133,7 +134,7 @@ class BlockActions:
         actions = [self._known_path(a) for a in parsed.actions]
         actions = [a for a in actions if not self._unchanged(a)]
         problems = list(parsed.problems)
-        if any("without a file path" in p for p in problems):
+        if any(CODE_WITHOUT_PATH.search(p) for p in problems):
             problems += self._files_meant(completion.content)
         return ReadAnswer(to_tool_calls(actions), completion.content, problems)
 

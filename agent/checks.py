@@ -103,10 +103,11 @@ def feedback(result: CheckResult) -> str:
     """The next user message after a failed check: its whole (capped) output, and what to do."""
     verdict = "timed out" if result.exit_code is None else f"failed (exit code {result.exit_code})"
     # A long check (a script with hidden assertions) is not shown: small models copy it into their answer.
+    # The output is not fenced: small models copy a fenced output back into their answer.
     named = f"`{result.command}`" if len(result.command) <= 80 and "\n" not in result.command else ""
     return (
         f"The task is not done yet: its check {named or ''}{' ' if named else ''}{verdict}. Its output:\n"
-        f"```\n{result.output.strip() or '(no output)'}\n```\n"
+        f"--- check output ---\n{result.output.strip() or '(no output)'}\n--- end of check output ---\n"
         "Find the cause in the code, fix it, and check again. Do not change the check itself."
     )
 

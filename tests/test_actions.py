@@ -85,6 +85,16 @@ async def test_a_fence_without_a_path_names_the_file_its_definitions_belong_to(t
     assert (repo / "notes.py").read_text().startswith("class Note:\n    pass")  # nothing applied
 
 
+async def test_quoted_output_in_an_untagged_fence_is_not_taken_for_a_file(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    (repo / "test_a.py").write_text("def test_a():\n    assert False\n")
+    echo = answer("It failed:", FENCE, "    def test_a():", ">       assert False", FENCE)
+    with ScriptedServer([echo, answer("Done.")]) as server:
+        await Run(server, repo, actions="blocks")()
+        feedback = server.requests[1]["messages"][-1]["content"]
+    assert "looks like a change" not in feedback
+
+
 async def test_a_path_outside_the_workspace_is_refused_and_the_model_is_told(tmp_path):
     repo = git_repo(tmp_path / "repo")
     outside = answer("../evil.py", f"{FENCE}python", "x = 1", FENCE)
