@@ -29,13 +29,12 @@ from agent.events import (
     TurnStarted,
     UserMessage,
 )
+from agent.guards import RepeatGuard, StopTask
 from agent.llm import Completion, ContextOverflow, LLMError, ModelClient, ToolCall
 from tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 from tools.permissions import Permissions
 
 Approver = Callable[[ApprovalRequested], Awaitable[ApprovalAnswer]]
-REPEAT_LIMIT = 3
-RETRY_TEMPERATURE = 0.7  # after an answer repeated word for word
 
 
 @dataclass
@@ -51,14 +50,6 @@ class Outcome:
     final: str
     turns: int
     error: str = ""
-
-
-class StopTask(Exception):
-    """Ends the task with an outcome; raised by limits and the repeated-failure guard."""
-
-    def __init__(self, status: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass
@@ -89,8 +80,7 @@ class Agent:
             self._say(task)
         self.actions.new_task()
         self._changed = False
-        self._failures: tuple[str, int] = ("", 0)
-        self._last_answer, self._same_answers, self._nudge = "", 0, {}
+        self._guard = RepeatGuard()
         started, first_turn, produced = time.monotonic(), self.turn, 0
         final = ""
         try:
@@ -103,7 +93,7 @@ class Agent:
                 produced += completion.stats.output_tokens or 0
                 final = completion.content or final
                 answer = await self._record(completion)
-                self._watch_answers(answer.content)
+                self._guard.answer(answer.content)
                 tools_started = time.monotonic()
                 try:
                     await self._execute(answer)
@@ -151,7 +141,7 @@ class Agent:
             self.messages,
             self.actions.request_tools(self.tools),
             self.tool_choice,
-            **{**self.request_overrides, **self._nudge},
+            **{**self.request_overrides, **self._guard.nudge},
         ):
             if isinstance(item, Completion):
                 completion = item
@@ -195,7 +185,7 @@ class Agent:
         try:
             for call in answer.calls:
                 results.append((call, await self._run_one(call)))
-                self._watch_repeats(call, results[-1][1])
+                self._guard.result(call, results[-1][1])
         finally:
             # Interrupted or stopped mid-way: every call still gets a result, so the history stays whole.
             done = {call.id for call, _ in results}
@@ -208,31 +198,6 @@ class Agent:
                         self._say(message["content"])
                     else:
                         self._append(message)
-
-    def _watch_answers(self, content: str) -> None:
-        """At temperature 0 a small model answers the same context with the same text, forever: the
-        next request after a repeated answer is sampled warmer, and a third repeat ends the task."""
-        same = bool(content.strip()) and content == self._last_answer
-        self._same_answers = self._same_answers + 1 if same else 0
-        self._last_answer = content
-        self._nudge = {"temperature": RETRY_TEMPERATURE} if same else {}
-        if self._same_answers >= REPEAT_LIMIT - 1:
-            raise StopTask(
-                "repeated", f"the model gave the same answer {REPEAT_LIMIT} times; stopping this task"
-            )
-
-    def _watch_repeats(self, call: ToolCall, result: ToolResult) -> None:
-        key = f"{call.name}\0{call.arguments}"
-        if result.ok:
-            self._failures = ("", 0)
-            return
-        count = self._failures[1] + 1 if self._failures[0] == key else 1
-        self._failures = (key, count)
-        if count >= REPEAT_LIMIT:
-            raise StopTask(
-                "repeated",
-                f"the model repeated the same failing {call.name} call {count} times; stopping this task",
-            )
 
     async def _run_one(self, call: ToolCall) -> ToolResult:
         parsed = self.tools.parse(call.name, call.arguments)
