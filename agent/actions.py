@@ -21,6 +21,7 @@ from typing import Any, Literal, Protocol
 
 from agent.blocks import Action, parse_answer, to_tool_calls
 from agent.llm import Completion, ToolCall
+from agent.prompt import BLOCKS_REMINDER
 from agent.toolcalls import assistant_message, calls_from_text
 from tools.base import ToolRegistry, ToolResult, parameters_of
 from tools.files import workspace_files
@@ -59,6 +60,8 @@ class ActionProtocol(Protocol):
 
     def new_task(self) -> None: ...
 
+    def after_failed_check(self, feedback: str) -> str: ...
+
 
 class ToolCallActions:
     """Native tool calls; calls written as text are taken too; code in prose is never run."""
@@ -73,6 +76,9 @@ class ToolCallActions:
 
     def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]:
         return tools.schemas()
+
+    def after_failed_check(self, feedback: str) -> str:
+        return feedback  # a model that calls tools reads the files again itself
 
     def read(self, completion: Completion, tools: ToolRegistry) -> ReadAnswer:
         calls, content = completion.tool_calls, completion.content
@@ -120,9 +126,16 @@ class BlockActions:
 
     def __init__(self, workspace: Path) -> None:
         self.workspace = Workspace(workspace)
+        self.changed: dict[str, None] = {}  # files written or edited in this session, in order
 
     def new_task(self) -> None:
         pass
+
+    def after_failed_check(self, feedback: str) -> str:
+        """The check's failure, the files the model changed as they are now, and the format again:
+        after a failed check small models tend to describe a fix instead of writing it."""
+        files = [self._show(path) for path in self.changed]
+        return "\n\n".join([feedback, *[f for f in files if f], BLOCKS_REMINDER])
 
     def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]:
         return []  # no schemas: the chat template then says nothing of JSON tool calls
@@ -193,6 +206,9 @@ class BlockActions:
         return {"role": "assistant", "content": answer.content}
 
     def results(self, answer: ReadAnswer, results: list[tuple[ToolCall, ToolResult]]) -> list[dict[str, Any]]:
+        for call, result in results:
+            if call.name in ("write_file", "edit_file") and result.ok:
+                self.changed[result.display.get("path") or _arguments(call).get("path", "")] = None
         parts = [self._describe(call, result) for call, result in results]
         parts += [f"Not applied: {problem}" for problem in answer.problems]
         parts += self._fresh_files(results)
@@ -220,14 +236,18 @@ class BlockActions:
             if call.name != "edit_file" or not result.ok or not path or path in shown:
                 continue
             shown.add(path)
-            try:
-                text = self.workspace.resolve(path).read_text(encoding="utf-8", errors="replace")
-            except (OSError, OutsideWorkspace):
-                continue
-            if len(text) > SHOWN_FILE_LIMIT:
-                continue  # too big to repeat; the model can ask for it with `cat`
-            parts.append(f"{path} now reads:\n{fence_for(text)}\n{text.rstrip()}\n{fence_for(text)}")
-        return parts
+            parts.append(self._show(path))
+        return [p for p in parts if p]
+
+    def _show(self, path: str) -> str:
+        """`path now reads:` and the file in a fence; '' when it is gone or too big to repeat."""
+        try:
+            text = self.workspace.resolve(path).read_text(encoding="utf-8", errors="replace")
+        except (OSError, OutsideWorkspace):
+            return ""
+        if len(text) > SHOWN_FILE_LIMIT:
+            return ""  # the model can ask for it with `cat`
+        return f"{path} now reads:\n{fence_for(text)}\n{text.rstrip()}\n{fence_for(text)}"
 
 
 def fence_for(text: str) -> str:

@@ -135,5 +135,5 @@ async def work_until_checked(
         )
         if result.passed or round_number > rounds:
             break
-        outcome = await agent.run(feedback(result))
+        outcome = await agent.run(agent.actions.after_failed_check(feedback(result)))
     return outcome, result

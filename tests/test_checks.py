@@ -85,3 +85,14 @@ def _alive(pid: int) -> bool:
         return False
     state = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True).stdout
     return bool(state.strip()) and not state.strip().startswith("Z")  # zombies are dead (FACTS.md)
+
+
+def test_in_blocks_mode_a_failed_check_shows_the_changed_files_and_the_format_again(tmp_path):
+    task = task_file(tmp_path, "Write add.py.", approval="full-auto", check=CHECK, check_rounds=1)
+    wrong = {"content": "add.py\n```python\ndef add(a, b):\n    return a - b\n```"}
+    with ScriptedServer([wrong, {"content": "Done."}], default={"content": "Done."}) as server:
+        agent("run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--actions", "blocks")
+        feedback = server.requests[2]["messages"][-1]["content"]
+    assert "AssertionError: -1" in feedback
+    assert "add.py now reads:\n```\ndef add(a, b):\n    return a - b\n```" in feedback
+    assert feedback.rstrip().endswith("Nothing changes unless you write the blocks.")
