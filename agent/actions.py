@@ -127,6 +127,7 @@ class BlockActions:
     def __init__(self, workspace: Path) -> None:
         self.workspace = Workspace(workspace)
         self.changed: dict[str, None] = {}  # files written or edited in this session, in order
+        self.failing = False  # the last results (or the check) showed a failure
 
     def new_task(self) -> None:
         pass
@@ -134,6 +135,7 @@ class BlockActions:
     def after_failed_check(self, feedback: str) -> str:
         """The check's failure, the files the model changed as they are now, and the format again:
         after a failed check small models tend to describe a fix instead of writing it."""
+        self.failing = True
         files = [self._show(path) for path in self.changed]
         return "\n\n".join([feedback, *[f for f in files if f], BLOCKS_REMINDER])
 
@@ -145,18 +147,28 @@ class BlockActions:
         # A whole file written back unchanged is the model restating its work, not a change to make:
         # an answer made only of those ends the task like a plain "done".
         actions = [self._known_path(a) for a in parsed.actions]
-        actions = [a for a in actions if not self._unchanged(a)]
+        unchanged = [a for a in actions if self._unchanged(a)]
+        actions = [a for a in actions if a not in unchanged]
         problems = list(parsed.problems)
         if any(CODE_WITHOUT_PATH.search(p) for p in problems):
             problems += self._files_meant(completion.content)
+        if unchanged and not actions and self.failing:
+            # ...but not after a failure: the same file again is no fix.
+            problems += [
+                f"{a.path} is exactly as it was, and it does not work yet (see the output above). "
+                "Write it again with the fix in it." for a in unchanged
+            ]  # fmt: skip
         return ReadAnswer(to_tool_calls(actions), completion.content, problems)
 
     def _files_meant(self, content: str) -> list[str]:
-        """For a fence without a path: the project files whose definitions it rewrites, by name."""
+        """For a fence without a path: the project files it names ("In `test_x.py`, add...") or whose
+        definitions it rewrites."""
         written = set(DEFINITION.findall(content))
         meant = []
         for rel in self._files():
-            if rel.endswith(".py"):
+            if re.search(rf"(?<![\w/.]){re.escape(rel)}(?![\w])", content):
+                meant.append(rel)
+            elif rel.endswith(".py") and written:
                 try:
                     text = self.workspace.resolve(rel).read_text(encoding="utf-8", errors="replace")
                 except OSError:
@@ -211,12 +223,18 @@ class BlockActions:
                 self.changed[result.display.get("path") or _arguments(call).get("path", "")] = None
         parts = [self._describe(call, result) for call, result in results]
         parts += [f"Not applied: {problem}" for problem in answer.problems]
-        parts += self._fresh_files(results)
-        if any(not result.ok for _, result in results) or answer.problems:
-            parts.append("Fix what failed, then go on. When the task is done, answer without any block.")
+        self.failing = any(not result.ok for _, result in results) or bool(answer.problems)
+        if self.failing:
+            # The files as they are now, and the format again: a small model fixes a file it can see,
+            # by writing it out whole; otherwise it describes the fix (seen on the 1.5B).
+            parts += [self._show(path) for path in self.changed]
+            parts.append(
+                f"Fix what failed. {BLOCKS_REMINDER} When the task is done, answer without any block."
+            )
         else:
+            parts += self._fresh_files(results)
             parts.append("Go on with the task. When it is done, answer without any block.")
-        return [{"role": "user", "content": "\n\n".join(parts)}]
+        return [{"role": "user", "content": "\n\n".join(p for p in parts if p)}]
 
     @staticmethod
     def _describe(call: ToolCall, result: ToolResult) -> str:

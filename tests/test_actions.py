@@ -205,3 +205,27 @@ async def test_an_answer_repeated_word_for_word_is_retried_warmer_then_stops_the
         temperatures = [body.get("temperature") for body in server.requests]
     assert outcome.status == "repeated" and len(temperatures) == 3
     assert temperatures == [None, None, 0.7]  # the profile's own temperature, until the answer repeats
+
+
+async def test_after_a_failure_the_changed_files_are_shown_whole_and_a_same_rewrite_is_no_fix(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    write = answer(
+        "t.py", f"{FENCE}python", "assert 1 == 2", FENCE, "", f"{FENCE}bash", "python3 t.py", FENCE
+    )
+    same = answer("t.py", f"{FENCE}python", "assert 1 == 2", FENCE)
+    with ScriptedServer([write, same, answer("Done.")]) as server:
+        await Run(server, repo, actions="blocks")()
+        after_failure, after_same = (server.requests[i]["messages"][-1]["content"] for i in (1, 2))
+    assert "AssertionError" in after_failure and "t.py now reads:" in after_failure
+    assert "Act now:" in after_failure  # the format, again, next to where the model writes
+    assert "t.py is exactly as it was, and it does not work yet" in after_same
+
+
+async def test_a_pathless_snippet_about_a_named_file_gets_that_file_named_back(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    (repo / "test_fizz.py").write_text("def test_one():\n    assert fizz(1) == '1'\n")
+    snippet = answer("In `test_fizz.py`, add at the top:", f"{FENCE}python", "from fizz import fizz", FENCE)
+    with ScriptedServer([snippet, answer("Done.")]) as server:
+        await Run(server, repo, actions="blocks")()
+        feedback = server.requests[1]["messages"][-1]["content"]
+    assert "looks like a change to test_fizz.py" in feedback
