@@ -68,8 +68,7 @@ python3 -m pytest -q
 Rules:
 - Paths are relative to the project folder. Commands run there and get no input.
 - Only these blocks are applied. Do not show code in any other way.
-- Before the blocks, say in one or two sentences what must change and why.
-- Read the results you get back: an error names the file and the line. Fix the cause there.
+- Read the results you get back and fix what failed.
 - When the task is done, answer with one or two sentences saying what you changed, without any block.
 """
 
@@ -110,12 +109,9 @@ def environment_note(workspace: Path, git_summary: str | None) -> str:
 
 
 # Said last, next to where the model starts writing: small models follow the nearest instruction.
-# "Say first what must change" is Aider's order (explain, then the files): without it the 1.5B copied
-# a failing file back unchanged, again and again (suite runs 3 and 5, docs/benchmarks.md).
 BLOCKS_REMINDER = (
-    "Act now. First say in one sentence what must change and why. Then, for each file to create or "
-    "change, write its path alone on a line and the complete new file in a fenced block. Nothing "
-    "changes unless you write the blocks."
+    "Act now: for each file to create or change, write its path alone on a line, then the complete new "
+    "file in a fenced block. Nothing changes unless you write the blocks."
 )
 
 

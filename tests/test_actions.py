@@ -60,7 +60,7 @@ async def test_the_blocks_system_prompt_is_stable_and_the_repository_is_in_the_t
     system, task = body["messages"][0]["content"], body["messages"][1]["content"]
     assert "SEARCH/REPLACE" in system and "greet" not in system  # the prefix holds no repository facts
     assert "greet.py\n```\ndef greet(name):" in task
-    assert task.index("greet.py\n```") < task.index("Make greet say hello.") < task.index("Act now.")
+    assert task.index("greet.py\n```") < task.index("Make greet say hello.") < task.index("Act now:")
 
 
 async def test_a_fence_without_a_path_is_not_applied_and_the_model_is_told(tmp_path):
@@ -217,7 +217,7 @@ async def test_after_a_failure_the_changed_files_are_shown_whole_and_a_same_rewr
         await Run(server, repo, actions="blocks")()
         after_failure, after_same = (server.requests[i]["messages"][-1]["content"] for i in (1, 2))
     assert "AssertionError" in after_failure and "t.py now reads:" in after_failure
-    assert "Act now." in after_failure  # the format, again, next to where the model writes
+    assert "Act now:" in after_failure  # the format, again, next to where the model writes
     assert "t.py is exactly as it was, and it does not work yet" in after_same
 
 
