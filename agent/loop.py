@@ -93,9 +93,9 @@ class Agent:
                 produced += completion.stats.output_tokens or 0
                 final = completion.content or final
                 answer = await self._record(completion)
-                self._guard.answer(answer.content)
                 tools_started = time.monotonic()
                 try:
+                    self._guard.answer(answer.content)  # inside: a stopped turn still reports its figures
                     await self._execute(answer)
                 finally:  # the turn's figures are reported even when a tool stops the task
                     self._turn_done(completion, time.monotonic() - tools_started if answer.calls else 0.0)

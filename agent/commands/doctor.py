@@ -45,7 +45,11 @@ def _gpu() -> tuple[str, str, str]:
         return WARN, "nvidia-smi is installed but lists no GPU", result.stderr.strip()[:200]
     if sys.platform == "darwin":
         return OK, "GPU: Apple Metal (llama.cpp uses it by default)", ""
-    return WARN, "no GPU visible: llama-server runs on the CPU", "fine for the tiny profiles"
+    return (
+        WARN,
+        "no GPU visible: llama-server runs on the CPU",
+        "fine for the embedded profiles (coder, tiny)",
+    )
 
 
 def cmd_doctor(args: Namespace, settings: Settings) -> int:

@@ -1,0 +1,60 @@
+"""The embedded coder (Qwen2.5-Coder 1.5B, profile `coder`, edit blocks) doing real work: the README's
+main job, and the check loop, on the real llama-server. Slow-ish (about a minute each on 2 cores)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port
+from tests.test_headless import REPO, agent, events_of, sessions, task_file
+
+pytestmark = pytest.mark.server
+
+
+def coder_here(isolated_state: Path) -> str:
+    """The built-in `coder` profile on a free port (a user profile of the same name replaces it)."""
+    folder = isolated_state.parent / "config" / "profiles"
+    folder.mkdir(parents=True, exist_ok=True)
+    text = (
+        (REPO / "server_profiles" / "coder.toml").read_text().replace("port = 8930", f"port = {free_port()}")
+    )
+    (folder / "coder.toml").write_text(text)
+    return "coder"
+
+
+def test_the_embedded_coder_solves_the_hello_task_end_to_end(embedded, tmp_path, isolated_state):
+    profile = coder_here(isolated_state)
+    task = REPO / "examples" / "tasks" / "hello" / "task.md"
+    result = agent("run", str(task), "-p", profile, "--workdir", str(tmp_path), timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "check `" in result.stderr and "passed" in result.stderr
+    [path] = sessions(isolated_state)
+    events = events_of(path)
+    assert events[-1]["summary"]["check"]["passed"] is True
+    assert any(e["type"] == "tool.result" and e["name"] == "write_file" and e["ok"] for e in events)
+
+
+def test_on_the_real_model_a_failed_check_goes_back_and_the_model_fixes_it(
+    embedded, tmp_path, isolated_state
+):
+    # The task leaves the greeting's wording open; only the check's output says which one is wanted,
+    # so the first attempt fails and the model can only pass by reading the check's output.
+    profile = coder_here(isolated_state)
+    check = (
+        "python3 -c \"from greet import greet; r = greet('Ann'); "
+        "assert r == 'Bonjour, Ann!', 'greet(Ann) returned %r, but it must return the string Bonjour, Ann!' % r\""
+    )
+    task = task_file(
+        tmp_path, "Create greet.py with a function greet(name) that returns a greeting for that name.",
+        approval="full-auto", check=check, sampling={"temperature": 0}, max_turns=4,
+    )  # fmt: skip
+    work = tmp_path / "work"
+    result = agent("run", str(task), "-p", profile, "--workdir", str(work), "--json", timeout=900)
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    checks = [e for e in events if e["type"] == "check.result"]
+    assert len(checks) >= 2 and not checks[0]["passed"], checks
+    assert checks[-1]["passed"] and result.returncode == 0, (checks[-1], result.stderr[-2000:])
+    assert "Bonjour" in (work / "greet.py").read_text()
