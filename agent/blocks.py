@@ -243,6 +243,10 @@ class _Reader:
             self._write(path, _joined(body))
         elif tag in SHELL_TAGS:
             self._command(body, tag)
+        elif labelled := _path_comment(body):
+            # `# hello.py` as the fence's first line: how the 1.5B labels a file when asked to explain
+            # first (suite run 6). The label names the file; it is not part of it.
+            self._write(labelled, _joined(body[body.index(next(ln for ln in body if ln.strip())) + 1 :]))
         else:
             self.problems.append(_no_path(tag))
         return end + 1
@@ -384,6 +388,17 @@ def _malformed(path: str | None, missing: str) -> str:
         f"a SEARCH/REPLACE block for {path or 'a file'} has no {missing} line; it was not applied. "
         "Write each block as: <<<<<<< SEARCH, the old lines, =======, the new lines, >>>>>>> REPLACE."
     )
+
+
+_COMMENT_LABEL = re.compile(r"^\s*(?:#|//|--|<!--)\s*(\S+?)\s*(?:-->)?\s*$")
+
+
+def _path_comment(body: list[str]) -> str | None:
+    """The path named by a comment that is the whole first line of a code block, if any."""
+    first = next((line for line in body if line.strip()), "")
+    match = _COMMENT_LABEL.match(first)
+    name = match.group(1) if match else None
+    return name if name and "." in posixpath.basename(name) and path_from_line(name) else None
 
 
 def _no_path(tag: str) -> str:

@@ -396,3 +396,16 @@ def test_recorded_answers_of_the_real_model_are_read_as_expected(recording):
     parsed = parse_answer(recording.read_text(), cut_off=False)
     assert [{"kind": a.kind, "path": a.path} for a in parsed.actions] == expected["actions"]
     assert len(parsed.problems) == expected["problems"]
+
+
+def test_a_comment_naming_a_file_on_a_fences_first_line_is_its_path():
+    parsed = parse_answer('To create it:\n\n```python\n# hello.py\nprint("Hello, world!")\n```\n')
+    assert [(a.kind, a.path, a.content) for a in parsed.actions] == [
+        ("write", "hello.py", 'print("Hello, world!")\n')
+    ]
+    assert not parsed.problems
+
+
+def test_an_ordinary_first_line_comment_is_not_a_path():
+    parsed = parse_answer("```python\n# compute the total\nx = 1\n```\n")
+    assert not parsed.actions and len(parsed.problems) == 1
