@@ -150,6 +150,9 @@ class BlockActions:
         unchanged = [a for a in actions if self._unchanged(a)]
         actions = [a for a in actions if a not in unchanged]
         problems = list(parsed.problems)
+        if problems and self._restates_a_file(completion.content):
+            # "The file now reads: ```...```" with the file exactly as it is: a summary, not an edit.
+            problems = [p for p in problems if "without a file path" not in p]
         if any(CODE_WITHOUT_PATH.search(p) for p in problems):
             problems += self._files_meant(completion.content)
         if unchanged and not actions and self.failing:
@@ -159,6 +162,16 @@ class BlockActions:
                 "Write it again with the fix in it." for a in unchanged
             ]  # fmt: skip
         return ReadAnswer(to_tool_calls(actions), completion.content, problems)
+
+    def _restates_a_file(self, content: str) -> bool:
+        for rel in self.changed:
+            try:
+                text = self.workspace.resolve(rel).read_text(encoding="utf-8", errors="replace").strip()
+            except (OSError, OutsideWorkspace):
+                continue
+            if text and f"\n{text}\n```" in content:
+                return True
+        return False
 
     def _files_meant(self, content: str) -> list[str]:
         """For a fence without a path: the project files it names ("In `test_x.py`, add...") or whose

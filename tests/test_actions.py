@@ -229,3 +229,13 @@ async def test_a_pathless_snippet_about_a_named_file_gets_that_file_named_back(t
         await Run(server, repo, actions="blocks")()
         feedback = server.requests[1]["messages"][-1]["content"]
     assert "looks like a change to test_fizz.py" in feedback
+
+
+async def test_restating_a_changed_file_without_its_path_ends_the_task(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    write = answer("a.py", f"{FENCE}python", "x = 1", FENCE)
+    summary = answer("a.py now holds:", "", f"{FENCE}python", "x = 1", FENCE)
+    with ScriptedServer([write, summary]) as server:
+        outcome = await Run(server, repo, actions="blocks")()
+        assert len(server.requests) == 2
+    assert outcome.status == "completed"
