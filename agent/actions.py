@@ -165,10 +165,7 @@ class BlockActions:
 
     def _restates_a_file(self, content: str) -> bool:
         for rel in self.changed:
-            try:
-                text = self.workspace.resolve(rel).read_text(encoding="utf-8", errors="replace").strip()
-            except (OSError, OutsideWorkspace):
-                continue
+            text = (self._read(rel) or "").strip()
             if text and f"\n{text}\n```" in content:
                 return True
         return False
@@ -179,15 +176,11 @@ class BlockActions:
         written = set(DEFINITION.findall(content))
         meant = []
         for rel in self._files():
-            if re.search(rf"(?<![\w/.]){re.escape(rel)}(?![\w])", content):
+            named = re.search(rf"(?<![\w/.]){re.escape(rel)}(?![\w])", content)
+            if named or (
+                rel.endswith(".py") and written and written & set(DEFINITION.findall(self._read(rel) or ""))
+            ):
                 meant.append(rel)
-            elif rel.endswith(".py") and written:
-                try:
-                    text = self.workspace.resolve(rel).read_text(encoding="utf-8", errors="replace")
-                except OSError:
-                    continue
-                if written & set(DEFINITION.findall(text)):
-                    meant.append(rel)
         return [
             f"That code looks like a change to {rel}: write `{rel}` alone on a line, then the whole new "
             "file in the fence."
@@ -213,6 +206,13 @@ class BlockActions:
                 path = same_name[0]
         return action if path == action.path else replace(action, path=path)
 
+    def _read(self, rel: str, errors: str = "replace") -> str | None:
+        """A project file's text; None when it is missing, unreadable or outside the workspace."""
+        try:
+            return self.workspace.resolve(rel).read_text(encoding="utf-8", errors=errors)
+        except (OSError, ValueError, OutsideWorkspace):
+            return None
+
     def _files(self) -> list[str]:
         root = self.workspace.root
         return [p.relative_to(root).as_posix() for p in workspace_files(self.workspace, root)]
@@ -220,11 +220,8 @@ class BlockActions:
     def _unchanged(self, action: Action) -> bool:
         if action.kind != "write" or not action.path:
             return False
-        try:
-            current = self.workspace.resolve(action.path).read_text(encoding="utf-8")
-        except (OSError, ValueError, OutsideWorkspace):  # the tool layer will say what is wrong
-            return False
-        return current.rstrip("\n") == action.content.rstrip("\n")
+        current = self._read(action.path, errors="strict")  # None: the tool layer will say what is wrong
+        return current is not None and current.rstrip("\n") == action.content.rstrip("\n")
 
     def history_message(self, answer: ReadAnswer) -> dict[str, Any]:
         # Exactly what the model wrote: the re-rendered prompt then matches the server's cache.
@@ -272,11 +269,8 @@ class BlockActions:
 
     def _show(self, path: str) -> str:
         """`path now reads:` and the file in a fence; '' when it is gone or too big to repeat."""
-        try:
-            text = self.workspace.resolve(path).read_text(encoding="utf-8", errors="replace")
-        except (OSError, OutsideWorkspace):
-            return ""
-        if len(text) > SHOWN_FILE_LIMIT:
+        text = self._read(path)
+        if text is None or len(text) > SHOWN_FILE_LIMIT:
             return ""  # the model can ask for it with `cat`
         return f"{path} now reads:\n{fence_for(text)}\n{text.rstrip()}\n{fence_for(text)}"
 
