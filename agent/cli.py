@@ -35,6 +35,23 @@ def build_parser() -> argparse.ArgumentParser:
         description="A coding agent for a local llama.cpp / BeeLlama server with speculative decoding.",
     )
     parser.add_argument("--version", action="version", version=f"spec-agent {__version__}")
+    # With no command, `agent` opens the TUI on this folder; these options are for it.
+    tui = parser.add_argument_group("the interactive session (`agent` with no command)")
+    tui.add_argument("-p", "--profile", dest="tui_profile", metavar="PROFILE", help="server profile")
+    tui.add_argument("--base-url", dest="tui_base_url", metavar="URL", help="attach to a running server")
+    tui.add_argument("--resume", dest="tui_resume", metavar="ID", help="continue a recorded session")
+    tui.add_argument(
+        "--continue", dest="tui_continue", action="store_true", help="continue this folder's newest session"
+    )
+    tui.add_argument(
+        "--approval", dest="tui_approval", choices=["ask", "auto-edit", "full-auto", "read-only"],
+        help="how tool calls are approved (default: settings, else ask)",
+    )  # fmt: skip
+    tui.add_argument(
+        "--keep-server",
+        action="store_true",
+        help="leave the server running on quit (the next start reuses it)",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     server = commands.add_parser("server", help="build, start, inspect and stop llama-server")
@@ -178,15 +195,21 @@ def _run(args: argparse.Namespace) -> int:
     return handler(args, settings)
 
 
+def _tui(args: argparse.Namespace) -> int:
+    from agent.config import load_settings
+    from agent.tui.run import cmd_tui
+
+    return cmd_tui(args, load_settings(Path.cwd()))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 0
     from agent.errors import AgentError
 
     try:
+        if args.command is None:
+            return _tui(args)
         return _run(args)
     except AgentError as exc:
         if os.environ.get("AGENT_DEBUG"):

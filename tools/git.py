@@ -110,6 +110,12 @@ class Checkpoints:
         self.repo.git.update_ref("-d", target.ref)
         return target, sorted(changed | (present - wanted))
 
+    def diff_since(self, sha: str) -> str:
+        """The working tree against a checkpoint, new and deleted files included (a private index)."""
+        with self._scratch_index():
+            self.repo.git.add("-A", ".")
+            return self.repo.git.diff("--cached", sha)
+
     def commit_changes(self, subject: str) -> str | None:
         """Commit everything that changed to the current branch (auto-commit), with a message that
         lists what changed. None when nothing did."""

@@ -388,7 +388,7 @@ def _check_first_completion(plan: LaunchPlan) -> None:
         )
 
 
-def _tail(path: Path, lines: int = 15) -> list[str]:
+def log_tail(path: Path, lines: int = 15) -> list[str]:
     try:
         with path.open("rb") as f:
             f.seek(0, os.SEEK_END)
@@ -399,11 +399,11 @@ def _tail(path: Path, lines: int = 15) -> list[str]:
 
 
 def _tail_text(path: Path, lines: int = 15) -> str:
-    return "\n".join(f"  | {line}" for line in _tail(path, lines))
+    return "\n".join(f"  | {line}" for line in log_tail(path, lines))
 
 
 def _loading_phase(log_path: Path) -> str:
-    for line in reversed(_tail(log_path, 5)):
+    for line in reversed(log_tail(log_path, 5)):
         for marker in ("load_model:", "load_tensors:", "llama_server:", "srv "):
             if marker in line:
                 return line.split(marker, 1)[1].strip()[:80]
@@ -457,7 +457,7 @@ _DIAGNOSES: list[tuple[str, str, str]] = [
 
 
 def diagnose_exit(plan: LaunchPlan, code: int, log_path: Path) -> ServerError:
-    lines = _tail(log_path, 40)
+    lines = log_tail(log_path, 40)
     signal_name = ""
     if code < 0:
         signal_name = f" (killed by {signal.Signals(-code).name})"

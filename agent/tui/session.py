@@ -1,0 +1,283 @@
+"""The interactive session behind the TUI: the server connection, the agent, its recorder and MCP.
+
+It knows nothing of Textual. Blocking work (starting or stopping llama-server) is plain methods the
+app runs in a thread; the rest is async and runs in the app's event loop. Everything the agent does
+leaves through `emit`, exactly as in `agent run`, and is recorded the same way, so `agent sessions`,
+`agent stats` and `--resume` see interactive sessions too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.config import PROJECT_CONFIG, Settings, state_dir
+from agent.connect import Connection, connect, resolve_profile
+from agent.errors import AgentError
+from agent.events import ErrorEvent, Event, Notice, SessionFinished, SessionStarted
+from agent.llm import ModelClient
+from agent.loop import Agent, Approver, Limits, Outcome
+from agent.prompt import system_prompt
+from agent.recorder import SessionRecorder
+from agent.server.lifecycle import log_tail
+from agent.server.profiles import ServerProfile
+from agent.session import SessionRecord, list_session_paths, load_session, new_session_id
+from agent.wiring import Workbench, build_agent, mcp_configs, start_mcp
+from tools.mcp import MCPServers
+
+
+class StartCancelled(Exception):
+    """The user quit while the server was still loading."""
+
+
+@dataclass
+class SessionOptions:
+    """What `agent` was started with; the TUI's equivalent of a task file's front matter."""
+
+    profile: str | None = None
+    base_url: str | None = None
+    approval: str | None = None
+    resume: str | None = None
+    keep_server: bool = False
+    max_turns: int | None = None
+
+
+@dataclass
+class InteractiveSession:
+    settings: Settings
+    workspace: Path
+    options: SessionOptions
+    emit_ui: Callable[[Event], None]
+    approve: Approver
+    profile: ServerProfile | None = None
+    connection: Connection | None = None
+    agent: Agent | None = None
+    session_id: str = ""
+    recorder: SessionRecorder | None = None
+    outcomes: list[Outcome] = field(default_factory=list)
+    _stack: ExitStack | None = None
+    _client: ModelClient | None = None
+    _mcp: MCPServers | None = None
+    _cancel_start: bool = False
+    _tasks_done: int = 0
+
+    def __post_init__(self) -> None:
+        self.workspace = self.workspace.resolve()
+        self.workbench = Workbench(self.workspace)
+
+    # ------------------------------------------------------------------ the server (blocking: a thread)
+    def resolve(self) -> ServerProfile:
+        self.profile = resolve_profile(
+            self.settings, self.options.profile, self.options.base_url, self.workspace
+        )
+        return self.profile
+
+    def connect(self, progress: Callable[[float, str, str], None]) -> Connection:
+        """Start the profile's server (or reuse or attach to one) and wait until it is ready.
+        `progress` gets the seconds elapsed, the loading phase and the log's last line."""
+        profile = self.profile or self.resolve()
+        self._cancel_start = False
+        log_path = state_dir() / "logs" / f"{profile.name}-{profile.port}.log"
+
+        def checked(elapsed: float, phase: str) -> None:
+            if self._cancel_start:  # raising here makes `start` stop the half-started server
+                raise StartCancelled()
+            progress(elapsed, phase, (log_tail(log_path, 1) or [""])[0])
+
+        stack = ExitStack()
+        self.connection = stack.enter_context(
+            connect(self.settings, profile, start_progress=checked, keep_running=self.options.keep_server)
+        )
+        self._stack = stack
+        return self.connection
+
+    def cancel_start(self) -> None:
+        self._cancel_start = True
+
+    def disconnect(self) -> None:
+        """Stop the server if this session started it; leave one it found running."""
+        stack, self._stack, self.connection = self._stack, None, None
+        if stack is not None:
+            stack.close()
+
+    # ------------------------------------------------------------------ the agent (async)
+    async def open(self, resume: str | None = None, history: list[dict[str, Any]] | None = None) -> None:
+        """A client, a recorder and an agent on the connected server. `resume` continues a recorded
+        session; `history` carries a conversation over (a profile switch)."""
+        assert self.connection is not None and self.profile is not None
+        record = load_session(state_dir(), resume) if resume else None
+        self._client = ModelClient(self.connection.endpoint)
+        model = await self._client.model_name()
+        self.session_id = record.session_id if record else new_session_id()
+        self.recorder = SessionRecorder(
+            state_dir(), self.session_id, self.profile.name, model, self.profile.spec_label
+        )
+        self.emit(
+            SessionStarted(self.session_id, self.profile.name, model, str(self.workspace), "", bool(record))
+        )
+        for note in self.connection.notes:
+            self.emit(Notice(note))
+        if self._mcp is None:
+            self._mcp = await start_mcp(
+                mcp_configs(self.settings, self.workspace), self.emit, state_dir() / "logs"
+            )
+        if record is not None:
+            history = record.history()
+        actions = self.profile.actions
+        self.agent = await build_agent(
+            self.settings, self.workbench, self._client, self.emit, approve=self.approve,
+            approval=self.options.approval or (self.agent.permissions.mode if self.agent else None),
+            limits=Limits(max_turns=self.options.max_turns or self.settings.max_turns),
+            history=[{"role": "system", "content": system_prompt(self.workspace, actions)}, *history] if history else None,
+            extra_tools=self._mcp.tools, actions=actions,
+        )  # fmt: skip
+        self._tasks_done = 1 if history else 0
+
+    def emit(self, event: Event) -> None:
+        if self.recorder is not None:
+            self.recorder(event)
+        self.emit_ui(event)
+
+    async def ask(self, text: str) -> Outcome | None:
+        """One user prompt, worked on until the model is done. Cancelling the task (Esc) interrupts
+        it; the loop leaves a history the next prompt can continue."""
+        assert self.agent is not None
+        actions = self.profile.actions if self.profile else "tools"
+        # The first prompt carries the environment note (and, for edit blocks, the files); later ones
+        # go as typed, so the conversation's prefix stays cached.
+        message = (
+            self.workbench.task_message(text, actions, self.agent.context) if not self._tasks_done else text
+        )
+        self._tasks_done += 1
+        try:
+            outcome = await self.agent.run(message)
+        except asyncio.CancelledError:
+            self.emit(ErrorEvent("interrupted", "interrupted: the model's work stopped here", fatal=False))
+            raise
+        self.outcomes.append(outcome)
+        if self.settings.auto_commit and self.workbench.checkpoints and outcome.status == "completed":
+            sha = self.workbench.checkpoints.commit_changes(f"agent: {text.splitlines()[0][:60]}")
+            if sha:
+                self.emit(Notice(f"committed {sha[:10]}"))
+        return outcome
+
+    async def close(self) -> None:
+        """End the recorded session and the MCP servers (the server itself: `disconnect`)."""
+        if self.recorder is not None:
+            final = self.outcomes[-1].final if self.outcomes else ""
+            summary = self.recorder.summary()
+            self.emit(SessionFinished("completed", summary["turns"], final, summary))
+            self.recorder.close()
+            self.recorder = None
+        if self._mcp is not None:
+            await self._mcp.close()
+            self._mcp = None
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    async def restart_session(self, resume: str | None = None) -> None:
+        """/clear and /resume: end this recorded session and open another on the same server."""
+        await self._close_recording()
+        self.agent = None
+        await self.open(resume=resume)
+
+    async def _close_recording(self) -> None:
+        mcp, self._mcp = self._mcp, None  # MCP servers live on across sessions
+        await self.close()
+        self._mcp = mcp
+
+    # ------------------------------------------------------------------ what slash commands need
+    @property
+    def context_used(self) -> tuple[int, int] | None:
+        if self.agent is None or self.agent.context is None:
+            return None
+        return self.agent.context.estimate(self.agent.messages), self.agent.context.n_ctx
+
+    def checkpoint_count(self) -> int:
+        return len(self.workbench.checkpoints.list()) if self.workbench.checkpoints else 0
+
+    def undo(self) -> tuple[str, list[str]]:
+        if self.workbench.checkpoints is None:
+            raise AgentError(
+                "/undo needs a git repository", "This folder is not one, so no checkpoints exist."
+            )
+        from tools.base import ToolError
+
+        try:
+            checkpoint, changed = self.workbench.checkpoints.undo()
+        except ToolError as exc:
+            raise AgentError(
+                "nothing to undo",
+                str(exc),
+                "A checkpoint is taken before the agent's first change of each prompt.",
+            ) from exc
+        return checkpoint.message, changed
+
+    def diff(self) -> str:
+        checkpoints = self.workbench.checkpoints
+        if checkpoints is None:
+            raise AgentError("/diff needs a git repository", "This folder is not one.")
+        existing = checkpoints.list()
+        if not existing:
+            return ""
+        return checkpoints.diff_since(existing[-1].sha)
+
+    def save_rule(self, tool: str, pattern: str) -> Path:
+        """An "always" answer kept in the project's config, for the next sessions too."""
+        import tomlkit
+
+        path = self.workspace / PROJECT_CONFIG
+        path.parent.mkdir(parents=True, exist_ok=True)
+        document = tomlkit.parse(path.read_text(encoding="utf-8")) if path.is_file() else tomlkit.document()
+        permissions = document.setdefault("permissions", tomlkit.table())
+        allow = permissions.setdefault("allow", tomlkit.table())
+        rules = allow.setdefault(tool, tomlkit.array())
+        if pattern not in rules:
+            rules.append(pattern)
+        path.write_text(tomlkit.dumps(document), encoding="utf-8")
+        return path
+
+    def mcp_status(self) -> list[str]:
+        if self._mcp is None or not self._mcp.connections:
+            return ["no MCP servers configured (`agent mcp add` adds one)"]
+        lines = []
+        for conn in self._mcp.connections:
+            failure = self._mcp.failures.get(conn.name)
+            tools = [t.name for t in self._mcp.tools if t.connection is conn]
+            lines.append(
+                f"{conn.name}: "
+                + (f"down ({failure})" if failure else f"{len(tools)} tools: {', '.join(tools)}")
+            )
+        return lines
+
+    def recent_sessions(self, limit: int = 10) -> list[SessionRecord]:
+        return workspace_sessions(self.workspace, limit)
+
+
+def workspace_sessions(workspace: Path, limit: int = 10) -> list[SessionRecord]:
+    """The workspace's recorded sessions, newest first (each transcript's first line says where)."""
+    import json
+
+    found = []
+    for path in reversed(list_session_paths(state_dir())):
+        try:
+            with path.open(encoding="utf-8") as file:
+                where = json.loads(file.readline() or "{}").get("workspace")
+            if where == str(workspace.resolve()):
+                found.append(load_session(state_dir(), path.stem))
+        except (OSError, ValueError, AgentError):
+            continue
+        if len(found) >= limit:
+            break
+    return found
+
+
+def newest_session(workspace: Path) -> str | None:
+    """`--continue`: the id of this workspace's newest session."""
+    newest = workspace_sessions(workspace, limit=1)
+    return newest[0].session_id if newest else None

@@ -1,0 +1,51 @@
+"""Fixtures for the TUI: a workspace profile whose "llama-server" is the scripted server as a real
+child process, so that starting, killing and restarting a server is exercised for real."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES, free_port
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def scripted_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
+    """scripted_profile(workspace, name, replies=[...], default={...}) writes .agent/profiles/NAME.toml
+    and returns its port. The replies travel in the environment the server process inherits."""
+    binary = tmp_path / "scripted-bin" / "llama-server"
+    binary.parent.mkdir(exist_ok=True)
+    binary.write_text(
+        f"#!/bin/sh\ncd '{REPO}'\nexec '{sys.executable}' -m tests.scripted_server --as-llama-server \"$@\"\n"
+    )
+    binary.chmod(0o755)
+    model = tmp_path / "scripted-bin" / "model.gguf"
+    model.write_bytes(b"GGUF placeholder")
+    monkeypatch.setenv("SCRIPTED_HELP", str(FIXTURES / "llama-server-upstream-help.txt"))
+
+    def write(
+        workspace: Path,
+        name: str,
+        replies: list | None = None,
+        default: dict | None = None,
+        model_path: Path | None = None,
+    ) -> int:
+        port = free_port()
+        folder = workspace / ".agent" / "profiles"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.toml").write_text(
+            f'description = "scripted server {name}"\nbinary = "{binary}"\nmodel = "{model_path or model}"\n'
+            f"port = {port}\nstartup_timeout = 30\n"
+        )
+        monkeypatch.setenv("SCRIPTED_REPLIES", json.dumps(replies or []))
+        if default is not None:
+            monkeypatch.setenv("SCRIPTED_DEFAULT", json.dumps(default))
+        return port
+
+    return write
