@@ -45,13 +45,14 @@ class ApprovalBar(Vertical, can_focus=True):
     def ask(self, request: ApprovalRequested) -> None:
         self.request = request
         self._shown_at = time.monotonic()
-        what = Text.assemble((f"{request.name}: ", "bold"), request.summary)
+        what = Text.assemble(
+            (f"{request.name}: ", "bold"), (request.summary, "bold"), (f"   {request.reason}", "dim")
+        )
         self.query_one("#approval-what", Static).update(what)
         keys = Text.assemble(
             ("[y]", "bold green"), "es  ", ("[n]", "bold red"), "o  ",
-            ("[a]", "bold"), f"lways \"{request.suggested_rule or '*'}\" this session  ",
-            ("[s]", "bold"), "ave that rule to the project  ",
-            ("[m]", "bold"), "essage to the model", (f"   ({request.reason})", "dim"),
+            ("[a]", "bold"), f'lways "{request.suggested_rule or "*"}"  ',
+            ("[s]", "bold"), "ave that rule to the project  ", ("[m]", "bold"), "essage to the model",
         )  # fmt: skip
         self.query_one("#approval-keys", Static).update(keys)
         message = self.query_one("#approval-message", Input)

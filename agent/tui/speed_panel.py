@@ -13,6 +13,8 @@ from textual_plotext import PlotextPlot
 
 from agent.telemetry import TurnStats, summarise_turns
 
+MAX_BARS = 30
+
 
 class SpeedPanel(Vertical):
     def __init__(self) -> None:
@@ -69,7 +71,7 @@ class SpeedPanel(Vertical):
                     [p[0] for p in points], [p[1] for p in points], label=name, color=color, marker="braille"
                 )
         plt.ylim(0, 100)
-        plt.xlabel("turn")
+        _turn_ticks(plt, turns)
         plot.refresh()
         self.query_one("#speed-summary", Static).update(self._summary())
 
@@ -83,21 +85,33 @@ class SpeedPanel(Vertical):
         plt.title(title)
         points = [(t, v) for t, (v, _, _) in zip(turns, series, strict=True) if v]
         if points:
-            plt.bar([p[0] for p in points], [p[1] for p in points], color=series[0][2], width=0.6)
-        plt.xlabel("turn")
+            xs, ys = [p[0] for p in points], [p[1] for p in points]
+            if len(points) <= MAX_BARS:
+                plt.bar(xs, ys, color=series[0][2], width=0.6)
+            else:  # a long session: bars would be one column wide
+                plt.plot(xs, ys, color=series[0][2], marker="braille")
+        _turn_ticks(plt, turns)
         plot.refresh()
 
     def _summary(self) -> str:
         if not self.turns:
             return "No turns yet: the figures of every turn of this session appear here."
         s = summarise_turns(self.turns)
-        parts = [f"{s['turns']} turns", f"{s['output_tokens']} tokens out"]
+        parts = [f"{s['turns']} turns", f"{s['output_tokens']} tok out"]
         if s["median_gen_tok_s"]:
-            parts.append(f"median {s['median_gen_tok_s']:.1f} tok/s gen")
+            parts.append(f"gen {s['median_gen_tok_s']:.1f} tok/s")
         if s["median_prefill_tok_s"]:
-            parts.append(f"median {s['median_prefill_tok_s']:.0f} tok/s prefill")
+            parts.append(f"prefill {s['median_prefill_tok_s']:.0f} tok/s")
         if s["acceptance"] is not None:
             parts.append(f"draft acceptance {s['acceptance']:.0%}")
         if s["cache_reuse"] is not None:
             parts.append(f"cache reuse {s['cache_reuse']:.0%}")
-        return "  ·  ".join(parts)
+        return "session: " + " · ".join(parts) + "   (speeds are medians; ratios are over all turns)"
+
+
+def _turn_ticks(plt, turns: list[int]) -> None:
+    """Whole turn numbers on the x axis, at most about ten of them."""
+    if turns:
+        step = max(1, len(turns) // 10)
+        plt.xticks(turns[::step])
+    plt.xlabel("turn")

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def scripted_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
     """scripted_profile(workspace, name, replies=[...], default={...}) writes .agent/profiles/NAME.toml
-    and returns its port. The replies travel in the environment the server process inherits."""
+    and returns its port. The replies travel in the profile's environment for the server process."""
     binary = tmp_path / "scripted-bin" / "llama-server"
     binary.parent.mkdir(exist_ok=True)
     binary.write_text(
@@ -41,11 +41,10 @@ def scripted_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callabl
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{name}.toml").write_text(
             f'description = "scripted server {name}"\nbinary = "{binary}"\nmodel = "{model_path or model}"\n'
-            f"port = {port}\nstartup_timeout = 30\n"
+            f"port = {port}\nstartup_timeout = 30\n\n[env]\n"
+            f"SCRIPTED_REPLIES = {json.dumps(json.dumps(replies or []))}\n"
+            + (f"SCRIPTED_DEFAULT = {json.dumps(json.dumps(default))}\n" if default is not None else "")
         )
-        monkeypatch.setenv("SCRIPTED_REPLIES", json.dumps(replies or []))
-        if default is not None:
-            monkeypatch.setenv("SCRIPTED_DEFAULT", json.dumps(default))
         return port
 
     return write
