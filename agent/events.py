@@ -43,6 +43,7 @@ class UserMessage(Event):
 
     kind: ClassVar[str] = "user.message"
     content: str
+    typed: str = ""  # what the person typed, when `content` wraps it in context (files, environment)
 
 
 @dataclass

@@ -74,10 +74,11 @@ class Agent:
         if not self.messages:
             self.messages.append({"role": "system", "content": self.system_prompt})
 
-    async def run(self, task: str | None) -> Outcome:
-        """Work on `task` until done. With None, continue the history as it stands (a resumed session)."""
+    async def run(self, task: str | None, typed: str = "") -> Outcome:
+        """Work on `task` until done. With None, continue the history as it stands (a resumed session).
+        `typed`: the person's own words, when `task` wraps them in context."""
         if task is not None:
-            self._say(task)
+            self._say(task, typed)
         self.actions.new_task()
         self._changed = False
         self._guard = RepeatGuard()
@@ -116,10 +117,10 @@ class Agent:
     def _append(self, message: dict[str, Any]) -> None:
         self.messages.append(message)
 
-    def _say(self, text: str) -> None:
+    def _say(self, text: str, typed: str = "") -> None:
         """A user message: the task, or feedback on the model's last answer."""
         self._append({"role": "user", "content": text})
-        self.emit(UserMessage(text))
+        self.emit(UserMessage(text, typed))
 
     async def _ask(self) -> Completion:
         self.turn += 1

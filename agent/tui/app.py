@@ -43,6 +43,7 @@ from agent.tui.messages import (
     AgentEvent,
     ApprovalNeeded,
     ApprovalWithdrawn,
+    Deltas,
     ServerFailed,
     ServerProgress,
     ServerReady,
@@ -69,7 +70,7 @@ class AgentApp(App):
     def __init__(self, session: InteractiveSession, resume: str | None = None) -> None:
         super().__init__()
         self.session = session
-        session.emit_ui = lambda event: self.post_message(AgentEvent(event))
+        session.emit_ui = self._emit
         session.approve = self._approve
         self.resume = resume
         self.carried: list | None = None  # history kept across a profile switch or a restart
@@ -78,6 +79,7 @@ class AgentApp(App):
         self._ctrl_c_at = 0.0
         self._turn_started = 0.0
         self._deltas = 0
+        self._batch: list[Event] | None = None  # the deltas of the Deltas message not yet handled
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -297,21 +299,44 @@ class AgentApp(App):
             self.status.state = "ready" if self.ready else "failed"
 
     # ------------------------------------------------------------------ events from the agent
+    def _emit(self, event: Event) -> None:
+        """The session's events become messages. Deltas are batched: while a batch waits to be
+        handled, new deltas join it, so a fast stream costs one screen update per frame, not per
+        token. Any other event closes the batch, which keeps the order exact."""
+        if isinstance(event, TextDelta | ReasoningDelta):
+            if self._batch is None:
+                self._batch = []
+                self.post_message(Deltas(self._batch))
+            self._batch.append(event)
+            return
+        self._batch = None
+        self.post_message(AgentEvent(event))
+
+    async def on_deltas(self, message: Deltas) -> None:
+        if message.events is self._batch:
+            self._batch = None  # handled now: later deltas start a new batch
+        events = message.events
+        self._deltas += len(events)
+        now = time.monotonic()
+        if self._deltas == len(events):
+            self._turn_started = now
+        elif now - self._turn_started > 0.25:
+            self.status.live_tok_s = self._deltas / (now - self._turn_started)
+        self.status.state = "generating"
+        start = 0
+        for end in range(1, len(events) + 1):  # runs of one kind, written at once
+            if end == len(events) or type(events[end]) is not type(events[start]):
+                text = "".join(e.text for e in events[start:end])
+                if isinstance(events[start], TextDelta):
+                    await self.conversation.text(text)
+                else:
+                    await self.conversation.reasoning(text)
+                start = end
+
     async def on_agent_event(self, message: AgentEvent) -> None:
         event: Event = message.event
         conversation = self.conversation
-        if isinstance(event, TextDelta):
-            self._deltas += 1
-            if self._deltas == 1:
-                self._turn_started = time.monotonic()
-            elif (elapsed := time.monotonic() - self._turn_started) > 0.25:
-                self.status.live_tok_s = self._deltas / elapsed
-            self.status.state = "generating"
-            await conversation.text(event.text)
-        elif isinstance(event, ReasoningDelta):
-            self.status.state = "generating"
-            await conversation.reasoning(event.text)
-        elif isinstance(event, TurnStarted):
+        if isinstance(event, TurnStarted):
             self._deltas = 0
             self.status.live_tok_s = 0.0
         elif isinstance(event, AssistantMessage):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markdown import Markdown as RichMarkdown
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widget import Widget
@@ -19,11 +20,15 @@ from agent.events import ToolCallStarted, ToolFinished
 from agent.telemetry import TurnStats
 from agent.tui.tool_call import ToolCallView
 
+SPLIT_CHARS = 4000  # a streamed answer longer than this goes on in a new Markdown widget
+
 
 class Conversation(VerticalScroll):
     def __init__(self) -> None:
         super().__init__(id="conversation")
         self._answer: MarkdownStream | None = None
+        self._answer_chars = 0  # in the current answer widget
+        self._fences = 0  # ``` seen in it: odd means inside a code block
         self._reasoning: MarkdownStream | None = None
         self._calls: dict[str, ToolCallView] = {}
 
@@ -36,14 +41,39 @@ class Conversation(VerticalScroll):
 
     async def user(self, text: str) -> None:
         await self.end_stream()
-        await self.add(Static(Text("› ", "bold") + Text(text), classes="user"))
+        await self.add(_prompt_line(text))
 
     async def text(self, delta: str) -> None:
         await self._end_reasoning()
         if self._answer is None:
-            widget = await self.add(Markdown(classes="answer"))
-            self._answer = Markdown.get_stream(widget)
-        await self._answer.write(delta)
+            await self._new_answer()
+        if self._answer_chars > SPLIT_CHARS and (cut := self._boundary(delta)) is not None:
+            # A long answer continues in a new widget: appending re-lays out the widget it goes
+            # to, so a 20k-token answer in one widget would slow every token down as it grows.
+            await self._write(delta[:cut])
+            await self.end_stream()
+            await self._new_answer()
+            delta = delta[cut:]
+        await self._write(delta)
+
+    async def _new_answer(self) -> None:
+        widget = await self.add(Markdown(classes="answer"))
+        self._answer = Markdown.get_stream(widget)
+        self._answer_chars = self._fences = 0
+
+    async def _write(self, text: str) -> None:
+        self._answer_chars += len(text)
+        self._fences += text.count("```")
+        await self._answer.write(text)
+
+    def _boundary(self, delta: str) -> int | None:
+        """Where the answer may be cut in two: after a blank line outside a code block."""
+        at = delta.find("\n\n")
+        while at != -1:
+            if (self._fences + delta[:at].count("```")) % 2 == 0:
+                return at + 2
+            at = delta.find("\n\n", at + 1)
+        return None
 
     async def reasoning(self, delta: str) -> None:
         if self._reasoning is None:
@@ -51,11 +81,6 @@ class Conversation(VerticalScroll):
             await self.add(Collapsible(body, title="reasoning", collapsed=True, classes="reasoning"))
             self._reasoning = Markdown.get_stream(body)
         await self._reasoning.write(delta)
-
-    async def answer(self, text: str) -> None:
-        """A whole answer at once (a resumed session's history)."""
-        if text.strip():
-            await self.add(Markdown(text, classes="answer"))
 
     async def end_stream(self) -> None:
         await self._end_reasoning()
@@ -90,11 +115,11 @@ class Conversation(VerticalScroll):
 
     async def figures(self, turn: int, stats: TurnStats) -> None:
         await self.end_stream()
-        await self.add(Static(f"turn {turn} · {stats.summary()}", classes="figures"))
+        await self.add(_figures_line(turn, stats))
 
     async def notice(self, message: str, severity: str = "information") -> None:
         await self.end_stream()
-        await self.add(Static(Text(message), classes=f"notice {severity}"))
+        await self.add(_notice_line(message, severity))
 
     async def clear(self) -> None:
         await self.end_stream()
@@ -102,13 +127,16 @@ class Conversation(VerticalScroll):
         await self.remove_children()
 
     async def replay(self, events: list[dict[str, Any]]) -> None:
-        """Show a recorded session as it happened (for /resume and --continue)."""
+        """Show a recorded session as it happened (for /resume and --continue). Its widgets are
+        built first and mounted at once: one layout, not one per event. Past answers are rendered
+        by Rich's Markdown, one widget each, far lighter than Textual's widget per block."""
+        widgets: list[Widget] = []
         for event in events:
             kind = event["type"]
             if kind == "user.message":
-                await self.user(event["content"])
-            elif kind == "assistant.message":
-                await self.answer(event["content"])
+                widgets.append(_prompt_line(event.get("typed") or event["content"]))
+            elif kind == "assistant.message" and event["content"].strip():
+                widgets.append(Static(RichMarkdown(event["content"]), classes="answer past"))
             elif kind == "tool.call":
                 call = ToolCallStarted(
                     event["turn"],
@@ -117,12 +145,27 @@ class Conversation(VerticalScroll):
                     event.get("arguments"),
                     event.get("summary", ""),
                 )
-                await self.tool_started(call)
+                self._calls[call.call_id] = view = ToolCallView(call)
+                widgets.append(view)
             elif kind == "tool.result":
                 fields = {k: event.get(k) for k in ("turn", "call_id", "name", "ok", "output", "seconds")}
                 self.tool_finished(ToolFinished(**fields, display=event.get("display") or {}))
             elif kind == "turn.completed":
-                await self.figures(event["turn"], TurnStats.from_dict(event["stats"]))
+                widgets.append(_figures_line(event["turn"], TurnStats.from_dict(event["stats"])))
             elif kind == "check.result":
                 verdict = "passed" if event["passed"] else "failed"
-                await self.notice(f"check `{event['command']}` {verdict}")
+                widgets.append(_notice_line(f"check `{event['command']}` {verdict}", "information"))
+        if widgets:
+            await self.mount_all(widgets)
+
+
+def _prompt_line(text: str) -> Static:
+    return Static(Text("› ", "bold") + Text(text), classes="user")
+
+
+def _figures_line(turn: int, stats: TurnStats) -> Static:
+    return Static(f"turn {turn} · {stats.summary()}", classes="figures")
+
+
+def _notice_line(message: str, severity: str) -> Static:
+    return Static(Text(message), classes=f"notice {severity}")

@@ -20,6 +20,14 @@ class AgentEvent(Message):
 
 
 @dataclass
+class Deltas(Message):
+    """Text and reasoning deltas that arrived since the last message was handled, in order. One
+    message per batch, not per token: the screen keeps up however fast the model streams."""
+
+    events: list[Event]
+
+
+@dataclass
 class ServerProgress(Message):
     elapsed: float
     phase: str

@@ -154,7 +154,7 @@ class InteractiveSession:
         )
         self._tasks_done += 1
         try:
-            outcome = await self.agent.run(message)
+            outcome = await self.agent.run(message, typed=text)
         except asyncio.CancelledError:
             self.emit(ErrorEvent("interrupted", "interrupted: the model's work stopped here", fatal=False))
             raise

@@ -38,13 +38,14 @@ class ToolCallView(Vertical, can_focus=True):
 
     def set_state(self, state: str) -> None:
         self.state = state
-        self.query_one(".tool-header", Static).update(self._header())
+        if self.is_mounted:  # (a replayed call is finished before it is mounted)
+            self.query_one(".tool-header", Static).update(self._header())
 
     def finish(self, result: ToolFinished) -> None:
         self.result = result
         denied = result.output.startswith("Not run:")
         self.set_state("denied" if denied else ("ok" if result.ok else "failed"))
-        if self.expanded:
+        if self.expanded and self.is_mounted:
             self._fill()
 
     def action_toggle(self) -> None:

@@ -58,7 +58,10 @@ async def send(pilot, text: str) -> None:
 
 
 def screen_text(app: AgentApp) -> str:
-    """Everything the conversation shows, as text."""
+    """Everything the conversation holds, as text, scrolled into view or not."""
+    import io
+
+    from rich.console import Console
     from textual.widgets import Markdown, Static
 
     parts = []
@@ -66,7 +69,13 @@ def screen_text(app: AgentApp) -> str:
         if isinstance(widget, Markdown):
             parts.append(widget.source)
         elif isinstance(widget, Static):
-            parts.append(str(widget.render()))
+            content = widget.content
+            if isinstance(content, str):
+                parts.append(content)
+            else:  # a Rich renderable (Text, Markdown, Syntax)
+                console = Console(width=200, file=io.StringIO(), record=True, color_system=None)
+                console.print(content)
+                parts.append(console.export_text())
     return "\n".join(parts)
 
 

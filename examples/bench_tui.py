@@ -1,0 +1,284 @@
+"""The TUI's three benchmarks (issue: the interactive TUI), printed as Markdown for docs/benchmarks.md.
+
+1. Token to screen: the scripted server (a separate process) streams a long Markdown answer as fast
+   as it can be asked to (~1000 deltas/s). For each delta: the time from its arrival in the app (the
+   event) to its being in the answer widget's document (rendered on the next frame). Median and p99,
+   early and late in the answer (a growing lag shows as late >> early), and CPU time per delta.
+2. A 200-turn session: resumed from its transcript; the time to show it, to scroll to the top and
+   back, and the process's memory.
+3. Start to typing: `agent -p PROFILE` in tmux with that profile's server already running, until a
+   typed character shows in the input.
+
+    python examples/bench_tui.py [--tokens 20000] [--turns 200] [--profile tiny] [--skip-start]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("AGENT_STATE_DIR", tempfile.mkdtemp(prefix="bench-tui-state-"))
+os.environ.setdefault("AGENT_CONFIG_DIR", tempfile.mkdtemp(prefix="bench-tui-config-"))
+
+from textual.widgets import Markdown  # noqa: E402
+
+from agent.events import TextDelta  # noqa: E402
+from tests.tui.helpers import git_workspace, make_app, send, wait_for  # noqa: E402
+
+SECTION = """## Step {i}
+
+The store keeps tasks in a dict keyed by id; this step adds **{i}** more checks and explains
+why each one matters for `delete_task`, with a short example below.
+
+```python
+def test_delete_{i}(store):
+    task = store.add("write step {i}")
+    assert store.delete_task(task) is True
+    assert store.delete_task(task) is False
+```
+
+- the first call removes it
+- the second finds nothing
+
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def scripted_server(replies: list[dict]) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = {**os.environ, "SCRIPTED_REPLIES": json.dumps(replies)}
+    proc = subprocess.Popen([sys.executable, "-m", "tests.scripted_server", "--as-llama-server", "--port", str(port)],
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            return proc, url
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("the scripted server did not start")
+
+
+def answer_text(chars: int) -> str:
+    """Markdown that reads like an answer: paragraphs, code blocks and lists, never repeating (a
+    repeating stream is cut by the client's loop guard)."""
+    import random
+
+    rng = random.Random(7)
+    words = [
+        "store",
+        "task",
+        "delete",
+        "add",
+        "check",
+        "index",
+        "value",
+        "result",
+        "error",
+        "list",
+        "file",
+        "test",
+        "path",
+        "line",
+        "field",
+    ]
+    text, i = "", 0
+    while len(text) < chars:
+        name = "_".join(rng.sample(words, 2))
+        prose = " ".join(rng.choice(words) for _ in range(rng.randint(25, 60)))
+        text += SECTION.format(i=f"{i}_{name}").replace(
+            "The store keeps", prose.capitalize() + ". The store keeps"
+        )
+        i += 1
+    return text[:chars]
+
+
+async def token_to_screen(deltas: int) -> dict:
+    text = answer_text(deltas * 6)  # the scripted server sends 6 characters per delta
+    proc, url = scripted_server([{"content": text, "chunk_delay": 0.001}])
+    arrivals: list[tuple[float, int]] = []  # (time, answer length after this delta)
+    shown: list[tuple[float, int]] = []  # (time, document length after an append)
+    original_append = Markdown.append
+
+    async def timed_append(self, markdown: str):
+        result = await original_append(self, markdown)
+        shown.append((time.perf_counter(), len(self.source)))
+        return result
+
+    Markdown.append = timed_append
+    try:
+        ws = git_workspace(Path(tempfile.mkdtemp(prefix="bench-tui-ws-")))
+        app = make_app(ws, base_url=url)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await wait_for(pilot, lambda: app.ready, timeout=30)
+            forward = app.session.emit_ui
+            length = 0
+
+            def emit(event):
+                nonlocal length
+                if isinstance(event, TextDelta):
+                    length += len(event.text)
+                    arrivals.append((time.perf_counter(), length))
+                forward(event)
+
+            app.session.emit_ui = emit
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+            await send(pilot, "explain the tests")
+            await wait_for(pilot, lambda: len(app.status.turns) >= 1, timeout=600)
+            cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    finally:
+        Markdown.append = original_append
+        proc.kill()
+        proc.wait()
+    delays, j = [], 0
+    for arrived, needed in arrivals:
+        while j < len(shown) and shown[j][1] < needed:
+            j += 1
+        if j == len(shown):
+            break
+        delays.append(max(0.0, shown[j][0] - arrived) * 1000)
+    n = len(arrivals)
+    stream_s = arrivals[-1][0] - arrivals[0][0]
+    tenth = max(1, n // 10)
+    return {
+        "deltas": n, "delivered_per_s": n / stream_s if stream_s else 0,
+        "median_ms": statistics.median(delays), "p99_ms": percentile(delays, 0.99),
+        "first_tenth_median_ms": statistics.median(delays[:tenth]), "last_tenth_median_ms": statistics.median(delays[-tenth:]),
+        "last_tenth_p99_ms": percentile(delays[-tenth:], 0.99),
+        "cpu_ms_per_delta": cpu / n * 1000, "cpu_share": cpu / wall,
+    }  # fmt: skip
+
+
+def long_session(turns: int, path: Path, workspace: Path) -> str:
+    session_id = f"bench-{uuid.uuid4().hex[:6]}"
+    stats = {"cache_n": 1200, "prompt_n": 80, "prompt_per_second": 1900.0, "predicted_n": 120,
+             "predicted_per_second": 130.0, "draft_n": 100, "draft_n_accepted": 80, "ttft_s": 0.1, "wall_s": 1.0}  # fmt: skip
+    events = [{"type": "session.started", "session_id": session_id, "profile": "attach", "model": "m",
+               "workspace": str(workspace), "task": "", "resumed": False, "options": {}}]  # fmt: skip
+    for t in range(1, turns + 1):
+        events += [
+            {"type": "user.message", "content": f"Prompt {t}: add check {t}."},
+            {"type": "assistant.message", "turn": t, "content": SECTION.format(i=t), "tool_calls": []},
+            {"type": "tool.call", "turn": t, "call_id": f"c{t}", "name": "bash", "arguments": {}, "summary": "pytest -q"},
+            {"type": "tool.result", "turn": t, "call_id": f"c{t}", "name": "bash", "ok": True, "output": "ok", "seconds": 1.0,
+             "display": {"command": "pytest -q", "exit_code": 0}},
+            {"type": "turn.completed", "turn": t, "stats": stats},
+        ]  # fmt: skip
+    path.mkdir(parents=True, exist_ok=True)
+    (path / f"{session_id}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    return session_id
+
+
+async def many_turns(turns: int) -> dict:
+    from agent.config import state_dir
+
+    ws = git_workspace(Path(tempfile.mkdtemp(prefix="bench-tui-ws-")))
+    session_id = long_session(turns, state_dir() / "sessions", ws)
+    proc, url = scripted_server([{"content": "Still here."}])
+    try:
+        began = time.perf_counter()
+        app = make_app(ws, base_url=url, resume=session_id)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await wait_for(pilot, lambda: app.ready, timeout=300)
+            shown_s = time.perf_counter() - began
+            scroll = app.conversation
+            t0 = time.perf_counter()
+            scroll.scroll_home(animate=False, immediate=True)
+            await pilot.pause()
+            scroll.scroll_end(animate=False, immediate=True)
+            await pilot.pause()
+            scroll_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            await send(pilot, "one more")
+            await wait_for(pilot, lambda: len(app.status.turns) >= turns + 1, timeout=60)
+            answer_s = time.perf_counter() - t0
+            widgets = len(app.conversation.query("*"))
+    finally:
+        proc.kill()
+        proc.wait()
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"turns": turns, "shown_s": shown_s, "scroll_top_and_back_ms": scroll_s * 1000,
+            "prompt_to_answer_s": answer_s, "widgets": widgets, "max_rss_mb": rss_mb}  # fmt: skip
+
+
+def start_to_typing(profile: str) -> dict:
+    agent = [sys.executable, "-m", "agent"]
+    subprocess.run([*agent, "server", "start", profile], check=True, capture_output=True)
+    ws = git_workspace(Path(tempfile.mkdtemp(prefix="bench-tui-ws-")))
+    sock = f"bench-{uuid.uuid4().hex[:6]}"
+    try:
+        began = time.perf_counter()
+        command = f"cd '{ws}' && {' '.join(agent)} -p {profile}; sleep 30"
+        subprocess.run(
+            ["tmux", "-L", sock, "new-session", "-d", "-s", "b", "-x", "120", "-y", "36", command], check=True
+        )
+        typed_at = None
+        while time.perf_counter() - began < 120:
+            screen = subprocess.run(
+                ["tmux", "-L", sock, "capture-pane", "-p", "-t", "b"], capture_output=True, text=True
+            ).stdout
+            if "Q" in screen.split("●")[0][-300:]:
+                typed_at = time.perf_counter() - began
+                break
+            subprocess.run(["tmux", "-L", sock, "send-keys", "-t", "b", "-l", "Q"], check=True)
+            time.sleep(0.02)
+        ready_screen = screen
+    finally:
+        subprocess.run(["tmux", "-L", sock, "send-keys", "-t", "b", "C-c"], capture_output=True)
+        subprocess.run(["tmux", "-L", sock, "send-keys", "-t", "b", "C-c"], capture_output=True)
+        time.sleep(1)
+        subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
+        subprocess.run([*agent, "server", "stop", profile], capture_output=True)
+    return {"profile": profile, "to_typing_s": typed_at, "server_reused": "ready" in ready_screen}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tokens", type=int, default=20000)
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--profile", default="tiny")
+    parser.add_argument("--skip-start", action="store_true", help="skip the tmux start-to-typing measure")
+    args = parser.parse_args()
+    stream = asyncio.run(token_to_screen(args.tokens))
+    print("| token to screen | value |\n|---|---|")
+    for key, value in stream.items():
+        print(f"| {key} | {value:.3f} |" if isinstance(value, float) else f"| {key} | {value} |")
+    session = asyncio.run(many_turns(args.turns))
+    print("\n| long session | value |\n|---|---|")
+    for key, value in session.items():
+        print(f"| {key} | {value:.3f} |" if isinstance(value, float) else f"| {key} | {value} |")
+    if not args.skip_start and shutil.which("tmux"):
+        start = start_to_typing(args.profile)
+        print("\n| start to typing | value |\n|---|---|")
+        for key, value in start.items():
+            print(f"| {key} | {value if not isinstance(value, float) else f'{value:.2f}'} |")
+
+
+if __name__ == "__main__":
+    main()
