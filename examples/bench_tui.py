@@ -121,12 +121,14 @@ async def token_to_screen(deltas: int) -> dict:
     text = answer_text(deltas * 6)  # the scripted server sends 6 characters per delta
     proc, url = scripted_server([{"content": text, "chunk_delay": 0.001}])
     arrivals: list[tuple[float, int]] = []  # (time, answer length after this delta)
-    shown: list[tuple[float, int]] = []  # (time, document length after an append)
+    shown: list[tuple[float, int]] = []  # (time, answer length on screen after an append)
+    widgets: dict[int, int] = {}  # a long answer spans several Markdown widgets: their lengths
     original_append = Markdown.append
 
     async def timed_append(self, markdown: str):
         result = await original_append(self, markdown)
-        shown.append((time.perf_counter(), len(self.source)))
+        widgets[id(self)] = len(self.source)
+        shown.append((time.perf_counter(), sum(widgets.values())))
         return result
 
     Markdown.append = timed_append
@@ -225,35 +227,50 @@ async def many_turns(turns: int) -> dict:
             "prompt_to_answer_s": answer_s, "widgets": widgets, "max_rss_mb": rss_mb}  # fmt: skip
 
 
+def _input_line(screen: str) -> str | None:
+    """The input's text on a captured screen, once the app has drawn itself (else None)."""
+    lines = screen.splitlines()
+    status = next((i for i in range(len(lines) - 1, -1, -1) if "^P speed" in lines[i]), None)
+    if status is None:
+        return None
+    top = max((i for i in range(status) if lines[i].strip().startswith("──")), default=None)
+    if top is None:
+        return None
+    return "\n".join(lines[top + 1 : status])
+
+
 def start_to_typing(profile: str) -> dict:
     agent = [sys.executable, "-m", "agent"]
     subprocess.run([*agent, "server", "start", profile], check=True, capture_output=True)
     ws = git_workspace(Path(tempfile.mkdtemp(prefix="bench-tui-ws-")))
     sock = f"bench-{uuid.uuid4().hex[:6]}"
+    typed_at = ready_at = None
     try:
         began = time.perf_counter()
         command = f"cd '{ws}' && {' '.join(agent)} -p {profile}; sleep 30"
         subprocess.run(
             ["tmux", "-L", sock, "new-session", "-d", "-s", "b", "-x", "120", "-y", "36", command], check=True
         )
-        typed_at = None
-        while time.perf_counter() - began < 120:
+        while time.perf_counter() - began < 120 and ready_at is None:
             screen = subprocess.run(
                 ["tmux", "-L", sock, "capture-pane", "-p", "-t", "b"], capture_output=True, text=True
             ).stdout
-            if "Q" in screen.split("●")[0][-300:]:
-                typed_at = time.perf_counter() - began
-                break
-            subprocess.run(["tmux", "-L", sock, "send-keys", "-t", "b", "-l", "Q"], check=True)
-            time.sleep(0.02)
-        ready_screen = screen
+            line = _input_line(screen)
+            now = time.perf_counter() - began
+            if typed_at is None and line is not None and "Q" in line:
+                typed_at = now
+            if typed_at is not None and "● ready" in screen:
+                ready_at = now
+            if typed_at is None:
+                subprocess.run(["tmux", "-L", sock, "send-keys", "-t", "b", "-l", "Q"], check=True)
+            time.sleep(0.01)
     finally:
         subprocess.run(["tmux", "-L", sock, "send-keys", "-t", "b", "C-c"], capture_output=True)
         subprocess.run(["tmux", "-L", sock, "send-keys", "-t", "b", "C-c"], capture_output=True)
         time.sleep(1)
         subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
         subprocess.run([*agent, "server", "stop", profile], capture_output=True)
-    return {"profile": profile, "to_typing_s": typed_at, "server_reused": "ready" in ready_screen}
+    return {"profile": profile, "to_typing_s": typed_at, "to_ready_s": ready_at}
 
 
 def main() -> None:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from contextlib import suppress
 from pathlib import Path
 
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
@@ -334,7 +336,10 @@ class AgentApp(App):
                 start = end
 
     async def on_agent_event(self, message: AgentEvent) -> None:
-        event: Event = message.event
+        with suppress(NoMatches):  # the app closed while this was shown (work cancelled on the way out)
+            await self.show_event(message.event)
+
+    async def show_event(self, event: Event) -> None:
         conversation = self.conversation
         if isinstance(event, TurnStarted):
             self._deltas = 0
@@ -392,7 +397,7 @@ class AgentApp(App):
         try:
             return await future
         finally:
-            if not future.done():
+            if not future.done() or future.cancelled():  # (cancelling this task cancels the future)
                 future.cancel()
                 self.post_message(ApprovalWithdrawn(request.call_id))
 

@@ -66,7 +66,16 @@ class ApprovalBar(Vertical, can_focus=True):
         self.display = False
 
     def on_key(self, event: events.Key) -> None:
-        if self.request is None or self.query_one("#approval-message", Input).display:
+        message = self.query_one("#approval-message", Input)
+        if event.key == "escape":
+            event.stop()
+            if message.display:  # back from the message to the keys
+                message.display = False
+                self.focus()
+            else:  # Esc interrupts the work that asked, as everywhere else
+                self.app.action_interrupt()
+            return
+        if self.request is None or message.display:
             return
         event.stop()
         if time.monotonic() - self._shown_at < KEY_GUARD_S:
@@ -91,12 +100,6 @@ class ApprovalBar(Vertical, can_focus=True):
     def _send_message(self, event: Input.Submitted) -> None:
         event.stop()
         self._answer(ApprovalAnswer("no", event.value.strip()))
-
-    def key_escape(self) -> None:
-        message = self.query_one("#approval-message", Input)
-        if message.display:
-            message.display = False
-            self.focus()
 
     def _answer(self, answer: ApprovalAnswer, save: bool = False) -> None:
         self.post_message(self.Answered(answer, save))

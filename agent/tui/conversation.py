@@ -12,6 +12,7 @@ from typing import Any
 from rich.markdown import Markdown as RichMarkdown
 from rich.text import Text
 from textual.containers import VerticalScroll
+from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Collapsible, Markdown, Static
 from textual.widgets._markdown import MarkdownStream
@@ -21,6 +22,7 @@ from agent.telemetry import TurnStats
 from agent.tui.tool_call import ToolCallView
 
 SPLIT_CHARS = 4000  # a streamed answer longer than this goes on in a new Markdown widget
+FRAME_S = 1 / 30  # streamed text is written at most this often
 
 
 class Conversation(VerticalScroll):
@@ -28,6 +30,8 @@ class Conversation(VerticalScroll):
         super().__init__(id="conversation")
         self._answer: MarkdownStream | None = None
         self._answer_chars = 0  # in the current answer widget
+        self._unwritten = ""  # text that waits for the next frame
+        self._frame: Timer | None = None
         self._fences = 0  # ``` seen in it: odd means inside a code block
         self._reasoning: MarkdownStream | None = None
         self._calls: dict[str, ToolCallView] = {}
@@ -44,14 +48,25 @@ class Conversation(VerticalScroll):
         await self.add(_prompt_line(text))
 
     async def text(self, delta: str) -> None:
+        """Text is written to the answer at most once a frame: every write re-parses and re-styles
+        the answer's last blocks, so a write per token would spend the CPU the stream needs."""
         await self._end_reasoning()
+        self._unwritten += delta
+        if self._frame is None:
+            self._frame = self.set_timer(FRAME_S, self._write_frame)
+
+    async def _write_frame(self) -> None:
+        self._frame = None
+        delta, self._unwritten = self._unwritten, ""
+        if not delta:
+            return
         if self._answer is None:
             await self._new_answer()
         if self._answer_chars > SPLIT_CHARS and (cut := self._boundary(delta)) is not None:
             # A long answer continues in a new widget: appending re-lays out the widget it goes
             # to, so a 20k-token answer in one widget would slow every token down as it grows.
             await self._write(delta[:cut])
-            await self.end_stream()
+            await self._close_answer()
             await self._new_answer()
             delta = delta[cut:]
         await self._write(delta)
@@ -84,9 +99,21 @@ class Conversation(VerticalScroll):
 
     async def end_stream(self) -> None:
         await self._end_reasoning()
+        if self._frame is not None:
+            self._frame.stop()
+        await self._write_frame()
+        await self._close_answer()
+
+    async def _close_answer(self) -> None:
+        """The answer (or a part of a long one) is complete: its blocks, one widget each, give way to
+        one widget. The screen's layout then costs the same per frame at token 20,000 as at 20."""
         if self._answer is not None:
             stream, self._answer = self._answer, None
             await stream.stop()
+            widget = stream.markdown_widget
+            if widget.source.strip():
+                await self.mount(_past_answer(widget.source), before=widget)
+            await widget.remove()
 
     async def _end_reasoning(self) -> None:
         if self._reasoning is not None:
@@ -136,7 +163,7 @@ class Conversation(VerticalScroll):
             if kind == "user.message":
                 widgets.append(_prompt_line(event.get("typed") or event["content"]))
             elif kind == "assistant.message" and event["content"].strip():
-                widgets.append(Static(RichMarkdown(event["content"]), classes="answer past"))
+                widgets.append(_past_answer(event["content"]))
             elif kind == "tool.call":
                 call = ToolCallStarted(
                     event["turn"],
@@ -157,6 +184,10 @@ class Conversation(VerticalScroll):
                 widgets.append(_notice_line(f"check `{event['command']}` {verdict}", "information"))
         if widgets:
             await self.mount_all(widgets)
+
+
+def _past_answer(markdown: str) -> Static:
+    return Static(RichMarkdown(markdown), classes="answer past")
 
 
 def _prompt_line(text: str) -> Static:

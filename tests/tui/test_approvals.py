@@ -129,3 +129,19 @@ async def test_what_the_user_was_typing_survives_an_approval(tmp_path):
             await pilot.press("y")
             await wait_for(pilot, lambda: "turn 2 ·" in screen_text(app))
             assert app.prompt.text == "next I wants"
+
+
+async def test_esc_while_asking_withdraws_the_question_and_keeps_the_app(tmp_path):
+    ws = git_workspace(tmp_path / "ws")
+    with ScriptedServer([bash("touch never"), {"content": "ok"}]) as server:
+        app = make_app(ws, base_url=server.url, approval="ask")
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.ready)
+            await send(pilot, "make it")
+            bar = app.query_one(ApprovalBar)
+            await wait_for(pilot, lambda: bar.display)
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: not bar.display and not app.busy)
+            assert app.prompt.display and app.prompt.has_focus
+            assert not (ws / "never").exists()
+            assert app.query_one(ToolCallView).state == "interrupted"
