@@ -117,9 +117,9 @@ def answer_text(chars: int) -> str:
     return text[:chars]
 
 
-async def token_to_screen(deltas: int) -> dict:
+async def token_to_screen(deltas: int, chunk_delay: float = 0.001) -> dict:
     text = answer_text(deltas * 6)  # the scripted server sends 6 characters per delta
-    proc, url = scripted_server([{"content": text, "chunk_delay": 0.001}])
+    proc, url = scripted_server([{"content": text, "chunk_delay": chunk_delay}])
     arrivals: list[tuple[float, int]] = []  # (time, answer length after this delta)
     shown: list[tuple[float, int]] = []  # (time, answer length on screen after an append)
     widgets: dict[int, int] = {}  # a long answer spans several Markdown widgets: their lengths
@@ -279,10 +279,11 @@ def main() -> None:
     )
     parser.add_argument("--tokens", type=int, default=20000)
     parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--chunk-delay", type=float, default=0.001, help="seconds between deltas (0.001: ~1000/s)")
     parser.add_argument("--profile", default="tiny")
     parser.add_argument("--skip-start", action="store_true", help="skip the tmux start-to-typing measure")
     args = parser.parse_args()
-    stream = asyncio.run(token_to_screen(args.tokens))
+    stream = asyncio.run(token_to_screen(args.tokens, args.chunk_delay))
     print("| token to screen | value |\n|---|---|")
     for key, value in stream.items():
         print(f"| {key} | {value:.3f} |" if isinstance(value, float) else f"| {key} | {value} |")
