@@ -279,7 +279,9 @@ def main() -> None:
     )
     parser.add_argument("--tokens", type=int, default=20000)
     parser.add_argument("--turns", type=int, default=200)
-    parser.add_argument("--chunk-delay", type=float, default=0.001, help="seconds between deltas (0.001: ~1000/s)")
+    parser.add_argument(
+        "--chunk-delay", type=float, default=0.001, help="seconds between deltas (0.001: ~1000/s)"
+    )
     parser.add_argument("--profile", default="tiny")
     parser.add_argument("--skip-start", action="store_true", help="skip the tmux start-to-typing measure")
     args = parser.parse_args()
