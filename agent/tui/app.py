@@ -256,7 +256,7 @@ class AgentApp(App):
             self.prompt.load_text(text)
             return
         await self.conversation.user(text)
-        self._ask(text)
+        self.run_agent_job(lambda: self.session.ask(text))
 
     @property
     def busy(self) -> bool:
@@ -265,25 +265,13 @@ class AgentApp(App):
         )
 
     @work(exclusive=True, group="agent", exit_on_error=False)
-    async def _ask(self, text: str) -> None:
-        self.status.state = "working"
-        try:
-            await self.session.ask(text)
-        finally:
-            self.status.state = "ready" if self.ready else self.status.state
-            self.refresh_figures()
-
-    def run_agent_job(self, job) -> None:
-        """A slash command's work on the agent (/compact), as interruptible as a prompt."""
-        self._agent_job(job)
-
-    @work(exclusive=True, group="agent", exit_on_error=False)
-    async def _agent_job(self, job) -> None:
+    async def run_agent_job(self, job) -> None:
+        """Work on the agent (a prompt, /compact) in the worker Esc cancels."""
         self.status.state = "working"
         try:
             await job()
         finally:
-            self.status.state = "ready"
+            self.status.state = "ready" if self.ready else self.status.state
             self.refresh_figures()
 
     def refresh_figures(self) -> None:
