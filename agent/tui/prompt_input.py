@@ -60,11 +60,8 @@ class PromptInput(TextArea):
             event.stop()
             event.prevent_default()
             if menu_open and self.text.startswith("/") and " " not in self.text:
-                self._complete()  # a command's name is completed, then Enter again runs it
-                if (
-                    commands.BY_NAME.get(self.text.strip()[1:])
-                    and commands.BY_NAME[self.text.strip()[1:]].argument
-                ):
+                self._complete()
+                if self.text.endswith(" "):  # completed to a command that takes an argument: type it
                     return
             self._submit()
             return

@@ -29,7 +29,7 @@ def cmd_tui(args: Any, settings: Settings) -> int:
             )
     options = SessionOptions(
         profile=args.tui_profile, base_url=args.tui_base_url, approval=args.tui_approval,
-        resume=resume, keep_server=args.keep_server,
+        keep_server=args.keep_server,
     )  # fmt: skip
     session = InteractiveSession(settings, workspace, options, emit_ui=lambda _e: None, approve=None)
     app = AgentApp(session, resume=resume)

@@ -41,7 +41,6 @@ class SessionOptions:
     profile: str | None = None
     base_url: str | None = None
     approval: str | None = None
-    resume: str | None = None
     keep_server: bool = False
     max_turns: int | None = None
 

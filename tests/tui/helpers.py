@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import time
 from collections.abc import Callable
@@ -30,7 +29,7 @@ def git_workspace(path: Path, files: dict[str, str] | None = None) -> Path:
 
 def make_app(workspace: Path, base_url: str | None = None, profile: str | None = None, approval: str | None = None,
              resume: str | None = None, settings: Settings | None = None) -> AgentApp:  # fmt: skip
-    options = SessionOptions(profile=profile, base_url=base_url, approval=approval, resume=resume)
+    options = SessionOptions(profile=profile, base_url=base_url, approval=approval)
     session = InteractiveSession(
         settings or Settings(), workspace, options, emit_ui=lambda _e: None, approve=None
     )
@@ -77,10 +76,6 @@ def screen_text(app: AgentApp) -> str:
                 console.print(content)
                 parts.append(console.export_text())
     return "\n".join(parts)
-
-
-async def settle() -> None:
-    await asyncio.sleep(0)
 
 
 def screen_dump(app: AgentApp) -> str:
