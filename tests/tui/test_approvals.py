@@ -45,8 +45,8 @@ async def test_yes_runs_the_command_and_the_input_comes_back(tmp_path):
             await wait_for(pilot, lambda: app.ready)
             await send(pilot, "make the file")
             bar = app.query_one(ApprovalBar)
-            await wait_for(pilot, lambda: bar.display)
-            assert "bash: touch made-by-agent" in screen_dump(app)  # exactly what will run
+            # exactly what will run, on the screen (the bar shows before the next frame draws it)
+            await wait_for(pilot, lambda: "bash: touch made-by-agent" in screen_dump(app))
             assert app.query_one(ToolCallView).state == "asking"
             await pilot.pause(KEY_GUARD_S + 0.05)
             await pilot.press("y")
