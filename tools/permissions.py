@@ -2,56 +2,117 @@
 
 Modes: `ask` (reads run, the rest asks), `auto-edit` (file edits run too, commands ask), `full-auto`
 (everything runs) and `read-only` (only reads run). Rules from the settings refine that per tool with
-glob patterns. Dangerous commands always ask, even in full-auto, unless a rule allows them by name;
-they are recognised by parsing the command line into simple commands (shlex), not by substrings.
+glob patterns; `git push *` also matches a bare `git push`.
+
+A command line is judged command by command (tools/shell.py finds each simple command, wherever it
+hides). Every command must be allowed for the line to run; the most restrictive verdict wins
+(deny > ask > allow). Between rules that match one command, the most specific (the longest literal
+text) decides, so `ask: git push *` beats `allow: git *`. Dangerous commands (the DANGERS table and
+the checks below it) always ask, even in full-auto, unless an allow rule names the words that make
+them dangerous (`git push --force origin feature-*` names a force push; `git *` does not). Reads
+that name paths outside the workspace ask. What the parser cannot read asks.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
-import shlex
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
+
+from tools.shell import SHELLS, ParsedLine, SimpleCommand, Word, parse
 
 Decision = Literal["allow", "ask", "deny"]
 MODES = ("ask", "auto-edit", "full-auto", "read-only")
+SEVERITY = {"allow": 0, "ask": 1, "deny": 2}
 
-# Commands that only read, allowed without asking in every mode but read-only.
+
+@dataclass(frozen=True)
+class Danger:
+    """One dangerous use of a command: `command [sub] ...` with any of `flags` (short flags also
+    match inside clusters: "-f" matches "-fdx"), or with any of `words` as an argument."""
+
+    command: str
+    why: str
+    sub: str = ""
+    flags: tuple[str, ...] = ()
+    words: tuple[str, ...] = ()
+    unless: tuple[str, ...] = ()  # flags that make it harmless (`git restore --staged`)
+
+
+DANGERS = (
+    Danger("git", "it force-pushes or deletes remote history", "push",
+           ("-f", "--force", "--force-with-lease", "--force-if-includes", "--mirror", "--delete", "-d",
+            "--prune")),
+    Danger("git", "it discards uncommitted work", "reset", ("--hard", "--merge", "--keep")),
+    Danger("git", "it deletes untracked files", "clean", ("-f", "--force")),
+    Danger("git", "it discards uncommitted work", "checkout", ("-f", "--force"), (".", "--")),
+    Danger("git", "it discards uncommitted work", "restore", unless=("--staged", "-S")),
+    Danger("git", "it deletes a branch that may not be merged", "branch", ("-D",)),
+    Danger("git", "it deletes stashed work", "stash", words=("drop", "clear")),
+    Danger("git", "it rewrites history", "filter-branch"),
+    Danger("git", "it rewrites history", "filter-repo"),
+    Danger("git", "it deletes the reflog, the history of what was undone", "reflog",
+           words=("expire", "delete")),
+    Danger("git", "it deletes a ref", "update-ref", ("-d",)),
+    Danger("mkfs", "it formats a disk"),
+    Danger("mkswap", "it formats a disk"),
+    Danger("fdisk", "it edits disk partitions"),
+    Danger("sfdisk", "it edits disk partitions"),
+    Danger("parted", "it edits disk partitions"),
+    Danger("wipefs", "it wipes disk signatures"),
+    Danger("shred", "it destroys file contents for good"),
+    Danger("shutdown", "it stops the machine"),
+    Danger("reboot", "it stops the machine"),
+    Danger("halt", "it stops the machine"),
+    Danger("poweroff", "it stops the machine"),
+    Danger("systemctl", "it stops the machine", words=("poweroff", "reboot", "halt", "kexec")),
+    Danger("init", "it stops the machine", words=("0", "6")),
+    Danger("kill", "it signals every process the user owns", words=("-1",)),
+    Danger("killall5", "it signals every process"),
+    Danger("su", "it switches user"),
+    Danger("pkexec", "it runs as root"),
+    Danger("run0", "it runs as root"),
+    Danger("crontab", "it deletes the user's scheduled jobs", flags=("-r",)),
+)  # fmt: skip
+
 READ_ONLY_COMMANDS = {
-    "ls",
-    "cat",
-    "head",
-    "tail",
-    "wc",
-    "pwd",
-    "echo",
-    "grep",
-    "rg",
-    "which",
-    "file",
-    "stat",
-    "tree",
-    "du",
-    "df",
-    "whoami",
-    "uname",
-    "date",
-    "env",
-    "printenv",
-    "true",
-    "false",
-    "diff",
-    "cmp",
-    "sort",
-    "uniq",
-}
-READ_ONLY_GIT = {"status", "diff", "log", "show", "branch", "blame", "rev-parse", "ls-files"}
-WRAPPERS = {"sudo", "doas", "env", "nohup", "time", "command", "exec", "nice", "timeout", "xargs", "builtin"}
-SHELLS = {"sh", "bash", "zsh", "dash", "fish", "ksh", "python", "python3", "perl", "ruby", "node"}
-OPERATORS = {";", "&&", "||", "|", "&", "|&", "(", ")", "\n"}
+    "ls", "cat", "head", "tail", "wc", "pwd", "echo", "printf", "grep", "egrep", "fgrep", "rg", "which",
+    "type", "file", "stat", "tree", "du", "df", "whoami", "id", "uname", "date", "env", "printenv",
+    "true", "false", "test", "[", "diff", "cmp", "sort", "uniq", "basename", "dirname", "realpath",
+    "readlink", "nproc", "hostname", "cd", "find", "command", "git", "jq", "less", "more",
+}  # fmt: skip
+READ_ONLY_GIT = {"status", "diff", "log", "show", "branch", "blame", "rev-parse", "ls-files", "describe",
+                 "shortlog", "rev-list", "cat-file", "ls-tree", "grep", "tag", "remote"}  # fmt: skip
+# Options that make a read-only command write or run something.
+WRITING_OPTIONS = {
+    "sort": ("-o", "--output"), "tree": ("-o",), "date": ("-s", "--set"), "rg": ("--pre",),
+    "find": ("-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls"),
+    "hostname": ("-b", "-F", "--file", "--boot"),
+}  # fmt: skip
+# `git branch NAME` creates a branch: these list only without names and without these options.
+GIT_NAMING_OPTIONS = {
+    "branch": ("-d", "-D", "-m", "-M", "-c", "-C", "-f", "--delete", "--move", "--copy", "--force",
+               "--set-upstream-to", "-u", "--unset-upstream", "--edit-description"),
+    "tag": ("-a", "-s", "-u", "-f", "-d", "-m", "-F", "--annotate", "--sign", "--force", "--delete"),
+}  # fmt: skip
+# Commands whose words are not paths (so `echo /etc` reads nothing).
+NOT_PATHS = {"echo", "printf", "which", "type", "command", "date", "true", "false", "test", "[", "uname",
+             "whoami", "id", "env", "printenv", "pwd", "nproc", "hostname", "basename", "dirname"}  # fmt: skip
+PATTERN_FIRST = {"grep", "egrep", "fgrep", "rg", "jq"}  # their first word is a pattern, not a path
+DOWNLOADERS = {"curl", "wget", "fetch", "aria2c", "http", "https", "nc", "ncat"}
+DECODERS = {"base64", "base32", "xxd", "openssl", "gpg", "gunzip", "zcat", "uudecode"}
+INTERPRETERS = SHELLS | {"python", "python3", "perl", "ruby", "node", "php", "source", "."}
 FORK_BOMB = re.compile(r"(\w+|:)\s*\(\s*\)\s*\{[^}]*\1\s*\|\s*\1")
+HARMLESS_WRITES = {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"}
+DISK_DEVICE = re.compile(r"^/dev/(sd|nvme|hd|vd|xvd|mmcblk|disk|loop|md|dm-)")
+SECRET_PATHS = (
+    "~/.ssh/*", "~/.aws/*", "~/.netrc", "~/.git-credentials", "~/.config/gh/*", "~/.docker/config.json",
+    "~/.kube/*", "~/.gnupg/*", "~/.pypirc", "~/.npmrc", "~/.config/gcloud/*", "~/.azure/*",
+    "/etc/shadow", "/etc/gshadow", "/etc/sudoers", "*/id_rsa", "*/id_ed25519", "*/id_ecdsa", "*/id_dsa",
+)  # fmt: skip
 
 
 @dataclass
@@ -67,144 +128,252 @@ class Rules:
     ask: dict[str, list[str]] = field(default_factory=dict)
     deny: dict[str, list[str]] = field(default_factory=dict)
 
-    def match(self, kind: str, tool: str, subject: str) -> str | None:
-        for pattern in getattr(self, kind).get(tool, []):
-            if fnmatch.fnmatchcase(subject, pattern) or subject == pattern:
-                return pattern
-        return None
+    def decide(self, tool: str, *subjects: str) -> tuple[Decision, str] | None:
+        """The most specific rule matching any of the subjects, as (kind, pattern). On equal
+        specificity the stricter kind wins."""
+        best: tuple[int, int, Decision, str] | None = None
+        for kind in ("allow", "ask", "deny"):
+            for pattern in getattr(self, kind).get(tool, []):
+                if any(_matches(subject, pattern) for subject in subjects):
+                    rank = (_specificity(pattern), SEVERITY[kind], kind, pattern)
+                    best = max(best, rank) if best else rank
+        return (best[2], best[3]) if best else None
 
 
-def split_commands(command: str) -> list[list[str]]:
-    """Simple commands of a command line, split at ; && || | & and parentheses; $(...) and `...` too.
-
-    A command that reads a pipe starts with the marker "|" so that `curl ... | sh` can be told apart
-    from `curl ...; sh`.
-    """
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|()\n")
-    lexer.whitespace_split = True
-    lexer.commenters = "#"
-    commands: list[list[str]] = [[]]
-    for token in lexer:
-        if token in OPERATORS or set(token) <= set(";&|()\n"):
-            commands.append(["|"] if token in ("|", "|&") else [])
-        else:
-            commands[-1].append(token)
-    for inner in re.findall(r"\$\(([^()]*)\)|`([^`]*)`", command):
-        commands += split_commands(inner[0] or inner[1])
-    return [c for c in commands if c and c != ["|"]]
+def _matches(subject: str, pattern: str) -> bool:
+    if subject == pattern or fnmatch.fnmatchcase(subject, pattern):
+        return True
+    # "git push *" covers "git push" itself, as a prefix rule would
+    return pattern.endswith(" *") and subject == pattern[:-2]
 
 
-def _strip(words: list[str]) -> tuple[list[str], bool]:
-    """The command without VAR=value prefixes and wrappers (sudo, env, nohup...); and whether sudo was there."""
-    elevated = False
+def _specificity(pattern: str) -> int:
+    return len(re.sub(r"[*?]|\[[^]]*]", "", pattern))
+
+
+# ------------------------------------------------------------------ judging one simple command
+@dataclass
+class _Place:
+    """Resolves a command's path arguments against the workspace, following `cd` on the line."""
+
+    workspace: Path
+
+    def home(self) -> str:
+        return os.path.expanduser("~")
+
+    def resolve(self, word: Word, cwd: str | None) -> PurePosixPath | None:
+        """The absolute path a word names, or None when it cannot be known before it runs."""
+        text = word.text
+        if word.dynamic and not text.startswith(("$HOME", "${HOME}")):
+            return None
+        text = re.sub(r"^(\$HOME|\$\{HOME\}|~)(?=/|$)", self.home(), text)
+        if text.startswith("~"):
+            return None  # ~other-user
+        base = PurePosixPath(self.workspace)
+        if cwd is not None:
+            where = self.resolve(Word(cwd, cwd == "$?"), None)
+            if where is None:
+                return None
+            base = where
+        return PurePosixPath(os.path.normpath(base / text))
+
+    def inside(self, word: Word, cwd: str | None) -> bool:
+        path = self.resolve(word, cwd)
+        return path is not None and (
+            path == PurePosixPath(self.workspace) or PurePosixPath(self.workspace) in path.parents
+        )
+
+    def strictly_inside(self, word: Word, cwd: str | None) -> bool:
+        """Inside, and not the workspace itself nor all it holds (`rm -rf *` deletes everything)."""
+        path = self.resolve(word, cwd)
+        root = PurePosixPath(self.workspace)
+        if path is None or (path.name in ("*", ".*") and path.parent == root):
+            return False
+        return root in path.parents
+
+
+def _flag_in(args: list[str], flag: str) -> bool:
+    for arg in args:
+        if arg == flag or (flag.startswith("--") and arg.startswith(flag + "=")):
+            return True
+        if len(flag) == 2 and re.match(r"^-[a-zA-Z]{2,}$", arg) and flag[1] in arg[1:]:
+            return True  # -f inside -fdx
+    return False
+
+
+def _git_sub(args: list[str]) -> tuple[str, list[str]]:
+    """`git -C dir -c k=v push -f` -> ("push", ["-f"])."""
     i = 0
-    while i < len(words):
-        word = words[i]
-        if re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", word):
-            i += 1
-        elif word in WRAPPERS:
-            elevated |= word in ("sudo", "doas")
-            i += 1
-            while i < len(words) and words[i].startswith("-"):  # wrapper flags: sudo -u x, timeout -s
-                i += 2 if words[i] in ("-u", "-g", "-s", "-k") else 1
-            if word == "timeout" and i < len(words) and re.match(r"^\d", words[i]):
-                i += 1
-        else:
-            break
-    return words[i:], elevated
-
-
-def danger(command: str, workspace: Path) -> str | None:
-    """Why a command line is dangerous, or None. Unparseable lines count as dangerous: we cannot tell."""
-    if FORK_BOMB.search(command):
-        return "a fork bomb"
-    try:
-        commands = split_commands(command)
-    except ValueError as exc:
-        return f"it cannot be parsed ({exc})"
-    for i, words in enumerate(commands):
-        piped = words[:1] == ["|"]
-        words, elevated = _strip(words[1:] if piped else words)
-        if elevated:
-            return "it runs as root (sudo)"
-        if not words:
-            continue
-        name = Path(words[0]).name
-        args = words[1:]
-        if name in ("su", "doas"):
-            return "it switches user"
-        if name == "rm" and _recursive(args):
-            outside = [a for a in args if not a.startswith("-") and not _inside(a, workspace)]
-            if outside:
-                return f"it deletes recursively outside the workspace ({' '.join(outside)})"
-        if name.startswith("mkfs") or name in ("fdisk", "parted", "wipefs", "shred"):
-            return f"{name} destroys disks or data"
-        if name == "dd" and any(a.startswith("of=/dev/") for a in args):
-            return "dd writes to a device"
-        if name in ("shutdown", "reboot", "halt", "poweroff"):
-            return f"{name} stops the machine"
-        if (
-            name == "git"
-            and args[:1] == ["push"]
-            and any(
-                a in ("-f", "--force", "--force-with-lease", "--mirror", "--delete", "-d")
-                or a.startswith("+")
-                or a.startswith("--force")
-                for a in args[1:]
-            )
-        ):
-            return "it force-pushes or deletes remote history"
-        if name in ("chmod", "chown") and _recursive(args) and any(a in ("/", "~", "/*") for a in args):
-            return f"{name} -R on the whole system"
-        if name in SHELLS and piped and _downloads(commands[i - 1]):
-            return "it pipes a download into a shell"
-    if re.search(r">\s*/dev/(sd|nvme|hd|disk)", command):
-        return "it writes to a disk device"
-    return None
+    while i < len(args) and args[i].startswith("-"):
+        i += 2 if args[i] in ("-C", "-c", "--git-dir", "--work-tree", "--namespace") else 1
+    return (args[i], args[i + 1 :]) if i < len(args) else ("", [])
 
 
 def _recursive(args: list[str]) -> bool:
-    return any(
-        a in ("-r", "-R", "--recursive") or (re.match(r"^-[a-zA-Z]+$", a) and ("r" in a or "R" in a))
-        for a in args
+    return _flag_in(args, "-r") or _flag_in(args, "-R") or "--recursive" in args
+
+
+def command_danger(command: SimpleCommand, place: _Place) -> tuple[str, list[str]] | None:
+    """Why one simple command is dangerous, and the words that make it so (an allow rule must name
+    them to let it run); None when it is not."""
+    name, words = command.name, [w.text for w in command.args]
+    if command.elevated:
+        return "it runs as root (sudo)", [w for w in command.wrappers if w in ("sudo", "doas")]
+    if name.startswith("mkfs"):
+        name = "mkfs"
+    sub, rest = _git_sub(words) if name == "git" else ("", words)
+    for danger in DANGERS:
+        if danger.command != name or (danger.sub and danger.sub != sub):
+            continue
+        if danger.unless and any(_flag_in(rest, f) for f in danger.unless):
+            continue
+        hit = [f for f in danger.flags if _flag_in(rest, f)] + [w for w in danger.words if w in rest]
+        if name == "git" and sub == "push":
+            hit += [w for w in rest if w.startswith("+")]  # +main: a forced refspec
+        if hit or not (danger.flags or danger.words):
+            return danger.why, [name, *([sub] if sub else []), *hit]
+    if name in ("rm", "rmdir", "unlink") or (name == "find" and "-delete" in words):
+        if name == "find":  # what it finds under its starting points, the workspace included
+            outside = [t.text for t in _find_starts(command) if not place.inside(t, command.cwd)]
+        else:
+            outside = [t.text for t in _paths(command) if not place.strictly_inside(t, command.cwd)]
+        if command.extra_args and name == "rm" and _recursive(words):
+            outside.append("(paths given by a pipe or find)")
+        if outside:
+            return f"it deletes outside the workspace, or all of it ({' '.join(outside)})", [command.text]
+    if name in ("chmod", "chown", "chgrp"):
+        targets = _paths(command)[1:]  # after the mode or owner
+        if any(not place.inside(t, command.cwd) for t in targets):
+            return f"{name} changes files outside the workspace", [command.text]
+    written = command.writes + [Word(w[3:]) for w in words if name == "dd" and w.startswith("of=")]
+    for target in written:
+        if DISK_DEVICE.match(target.text):
+            return "it writes to a disk device", [target.text]
+        harmless = target.text in HARMLESS_WRITES or target.text.startswith("/tmp/")
+        if not harmless and not place.inside(target, command.cwd):
+            return f"it writes outside the workspace ({target.text})", [target.text]
+    if name in INTERPRETERS and (why := _runs_unseen_code(command)):
+        return why, [command.text]
+    if secret := _secret_path(command, place):
+        return f"it reads credentials ({secret})", [secret]
+    return None
+
+
+def _runs_unseen_code(command: SimpleCommand) -> str | None:
+    feeders = [*command.stdin_from, *command.substituted]
+    if any(f.name in DOWNLOADERS for f in feeders):
+        return "it runs a download (curl | sh)"
+    if command.name in SHELLS | {"source", "."}:
+        script = [w for w in command.args if not w.text.startswith("-")]
+        if command.substituted:
+            return "it runs commands from a <(...) substitution"
+        if command.stdin_from and not script and any(f.name in DECODERS for f in command.stdin_from):
+            return "it runs decoded data as commands"
+        if command.stdin_from and not script and "-c" not in [w.text for w in command.args]:
+            return "it runs whatever the pipe gives it"
+    return None
+
+
+def _secret_path(command: SimpleCommand, place: _Place) -> str | None:
+    home = place.home()
+    for word in [*command.args, *command.writes]:
+        path = place.resolve(word, command.cwd)
+        if path is None:
+            continue
+        shown = str(path).replace(home, "~", 1) if str(path).startswith(home) else str(path)
+        if any(fnmatch.fnmatchcase(shown, p) for p in SECRET_PATHS):
+            return shown
+    return None
+
+
+def _find_starts(command: SimpleCommand) -> list[Word]:
+    """find's starting points: the words before its first test (`.` when there are none)."""
+    starts = []
+    for word in command.args:
+        if word.text.startswith(("-", "(", "!")):
+            break
+        starts.append(word)
+    return starts or [Word(".")]
+
+
+def _paths(command: SimpleCommand) -> list[Word]:
+    """The words of a command that name files: not options, not `--`."""
+    return [w for w in command.args if not w.text.startswith("-") or w.dynamic]
+
+
+def reads_only(command: SimpleCommand, place: _Place) -> tuple[bool, str]:
+    """(reads only, why not). A read of something outside the workspace is not counted as one."""
+    name, words = command.name, [w.text for w in command.args]
+    if command.elevated or (command.writes and any(w.text not in HARMLESS_WRITES for w in command.writes)):
+        return False, "it writes a file"
+    if name not in READ_ONLY_COMMANDS:
+        return False, ""
+    if name == "env" and words:
+        return False, ""  # env with a command was unwrapped; with options it may run one
+    if name == "uniq" and len(_paths(command)) > 1:
+        return False, "uniq writes its second file"
+    if name == "git":
+        sub, rest = _git_sub(words)
+        if sub not in READ_ONLY_GIT or "-c" in words[: len(words) - len(rest) - 1]:
+            return False, ""  # `git -c core.pager=...` can run anything
+        named = [w for w in rest if not w.startswith("-")]
+        if sub in GIT_NAMING_OPTIONS and (
+            (named and not (_flag_in(rest, "--list") or _flag_in(rest, "-l")))
+            or any(_flag_in(rest, o) for o in GIT_NAMING_OPTIONS[sub])
+        ):
+            return False, f"git {sub} with a name or these options changes it"
+        if sub == "remote" and rest[:1] not in ([], ["-v"], ["show"], ["get-url"]):
+            return False, "git remote with a name changes it"
+        if any(_flag_in(rest, o) for o in ("--output", "--ext-diff")):
+            return False, "it writes a file or runs a diff program"
+    elif any(_flag_in(words, o) for o in WRITING_OPTIONS.get(name, ())):
+        return False, ""
+    if name in NOT_PATHS:
+        return True, ""
+    paths = _paths(command)
+    if name in PATTERN_FIRST:  # the pattern is not a path: the word after -e, or the first one
+        given = [command.args[i + 1] for i, w in enumerate(words[:-1]) if w in ("-e", "--regexp")]
+        paths = [p for p in paths if all(p is not g for g in given)] if given else paths[1:]
+    if name == "cd":
+        return True, ""  # moving is harmless; what runs there is judged with the new directory
+    outside = [p.text for p in paths if not place.inside(p, command.cwd)]
+    if (
+        not paths
+        and command.cwd is not None
+        and not place.inside(Word(command.cwd, command.cwd == "$?"), None)
+    ):
+        outside.append(command.cwd)
+    if outside:
+        return False, f"it reads outside the workspace ({' '.join(outside)})"
+    return True, ""
+
+
+# ------------------------------------------------------------------ whole lines
+def danger(line: str, workspace: Path) -> str | None:
+    """Why a command line is dangerous, or None. Unreadable lines count as dangerous: nobody can tell."""
+    if FORK_BOMB.search(line):
+        return "a fork bomb"
+    parsed = parse(line)
+    if parsed.unreadable:
+        return f"it cannot be parsed ({parsed.unreadable})"
+    if parsed.opaque:
+        return f"it runs code it cannot see: {parsed.opaque[0]}"
+    place = _Place(workspace)
+    for command in parsed.commands:
+        if found := command_danger(command, place):
+            return found[0]
+    return None
+
+
+def read_only_command(line: str, workspace: Path | None = None) -> bool:
+    parsed = parse(line)
+    place = _Place((workspace or Path.cwd()).resolve())
+    return (
+        bool(parsed.commands)
+        and not parsed.unreadable
+        and not parsed.opaque
+        and all(reads_only(c, place)[0] for c in parsed.commands)
     )
-
-
-def _downloads(words: list[str]) -> bool:
-    words = _strip(words[1:] if words[:1] == ["|"] else words)[0]
-    return bool(words) and Path(words[0]).name in ("curl", "wget", "fetch")
-
-
-def _inside(arg: str, workspace: Path) -> bool:
-    if any(ch in arg for ch in "$`~") or arg in ("/", "*", "/*", ".."):
-        return False  # unexpanded variables or home: we cannot know where they land
-    path = Path(arg) if Path(arg).is_absolute() else workspace / arg
-    resolved = path.resolve()
-    root = workspace.resolve()
-    return resolved != root and root in resolved.parents
-
-
-def read_only_command(command: str) -> bool:
-    try:
-        commands = split_commands(command)
-    except ValueError:
-        return False
-    if not commands or re.search(r"(?<![<>0-9&])>|>>|\btee\b", command):
-        return False
-    for words in commands:
-        words, elevated = _strip(words[1:] if words[:1] == ["|"] else words)
-        if elevated or not words:
-            return False
-        name = Path(words[0]).name
-        if name == "git":
-            if len(words) < 2 or words[1] not in READ_ONLY_GIT:
-                return False
-        elif name == "find":
-            if any(a in ("-exec", "-execdir", "-delete", "-ok", "-fprint") for a in words):
-                return False
-        elif name not in READ_ONLY_COMMANDS:
-            return False
-    return True
 
 
 def suggested_rule(tool: str, subject: str) -> str:
@@ -215,6 +384,12 @@ def suggested_rule(tool: str, subject: str) -> str:
     return " ".join(words[:2]) + " *" if len(words) > 2 else subject
 
 
+def _names(pattern: str, triggers: list[str]) -> bool:
+    """Whether an allow rule spells out what makes a command dangerous, outside its wildcards."""
+    literal = re.split(r"[*?\[]", pattern, maxsplit=1)[0]
+    return all(t in literal for t in triggers)
+
+
 class Permissions:
     def __init__(self, mode: str = "ask", rules: Rules | None = None, workspace: Path | None = None) -> None:
         if mode not in MODES:
@@ -222,6 +397,7 @@ class Permissions:
         self.mode = mode
         self.rules = rules or Rules()
         self.workspace = (workspace or Path.cwd()).resolve()
+        self.place = _Place(self.workspace)
 
     def allow_always(self, tool: str, pattern: str) -> None:
         """The user's "always" answer: an allow rule for the rest of the session."""
@@ -229,21 +405,16 @@ class Permissions:
 
     def check(self, tool: str, effect: str, subject: str) -> Verdict:
         """`effect` is the tool's: read, edit or exec. `subject` is the command line or the path."""
-        rule = suggested_rule(tool, subject)
-        if pattern := self.rules.match("deny", tool, subject):
-            return Verdict("deny", f"denied by the rule {tool}: {pattern!r}")
-        allowed = self.rules.match("allow", tool, subject)
-        if tool == "bash" and (why := danger(subject, self.workspace)):
-            if allowed and allowed != "*":
-                return Verdict("allow", f"dangerous ({why}) but allowed by the rule {tool}: {allowed!r}")
-            if self.mode == "read-only":
-                return Verdict("deny", f"read-only mode, and dangerous: {why}")
-            return Verdict("ask", f"dangerous: {why}", rule)
-        if pattern := self.rules.match("ask", tool, subject):
-            return Verdict("ask", f"the rule {tool}: {pattern!r} asks", rule)
-        if allowed:
-            return Verdict("allow", f"allowed by the rule {tool}: {allowed!r}")
-        read = effect == "read" or (tool == "bash" and read_only_command(subject))
+        if tool == "bash":
+            return self._line(subject)
+        rule = self.rules.decide(tool, subject)
+        if rule:
+            kind, pattern = rule
+            reason = f"{'allowed' if kind == 'allow' else kind + 'ed'} by the rule {tool}: {pattern!r}"
+            return Verdict(kind, reason.replace("asked by", "asks by"), suggested_rule(tool, subject))
+        return self._by_mode(effect == "read", effect, suggested_rule(tool, subject))
+
+    def _by_mode(self, read: bool, effect: str, rule: str) -> Verdict:
         if self.mode == "read-only":
             return (
                 Verdict("allow", "reads only")
@@ -254,6 +425,49 @@ class Permissions:
             return Verdict("allow", "reads only" if read else "full-auto mode")
         if self.mode == "auto-edit" and effect == "edit":
             return Verdict("allow", "auto-edit mode: file edits run by themselves")
-        return Verdict(
-            "ask", f"{self.mode} mode: {'commands' if effect == 'exec' else 'edits'} need approval", rule
-        )
+        what = "commands" if effect == "exec" else "edits"
+        return Verdict("ask", f"{self.mode} mode: {what} need approval", rule)
+
+    def _line(self, line: str) -> Verdict:
+        parsed: ParsedLine = parse(line)
+        whole = self.rules.decide("bash", line)
+        if parsed.unreadable or FORK_BOMB.search(line) or parsed.opaque:
+            why = ("a fork bomb" if FORK_BOMB.search(line) else
+                   parsed.unreadable or f"it runs code it cannot see: {parsed.opaque[0]}")  # fmt: skip
+            if whole and whole[0] == "deny":
+                return Verdict("deny", f"denied by the rule bash: {whole[1]!r}")
+            if whole and whole[0] == "allow" and not re.search(r"[*?\[]", whole[1]):
+                return Verdict("allow", f"{why}, but allowed by the exact rule bash: {whole[1]!r}")
+            return Verdict("deny" if self.mode == "read-only" else "ask", f"dangerous: {why}", line)
+        verdicts = [self._command(c) for c in parsed.commands] or [Verdict("allow", "nothing to run")]
+        # the strictest verdict; among questions, danger first: that is what the user must see
+        worst = max(verdicts, key=lambda v: (SEVERITY[v.decision], v.reason.startswith("dangerous")))
+        if worst.decision == "allow" and len(verdicts) > 1:
+            reasons = sorted({v.reason for v in verdicts})
+            return Verdict("allow", "; ".join(reasons))
+        return worst
+
+    def _command(self, command: SimpleCommand) -> Verdict:
+        text, full = command.text, command.full_text
+        rule = self.rules.decide("bash", text, full)
+        suggestion = suggested_rule("bash", text)
+        if rule and rule[0] == "deny":
+            return Verdict("deny", f"denied by the rule bash: {rule[1]!r}")
+        if found := command_danger(command, self.place):
+            why, triggers = found
+            if rule and rule[0] == "allow" and _names(rule[1], triggers):
+                return Verdict("allow", f"dangerous ({why}) but allowed by the rule bash: {rule[1]!r}")
+            if self.mode == "read-only":
+                return Verdict("deny", f"read-only mode, and dangerous: {why}")
+            return Verdict("ask", f"dangerous: {why}", text if command.elevated else suggestion)
+        if rule and rule[0] == "ask":
+            return Verdict("ask", f"the rule bash: {rule[1]!r} asks", suggestion)
+        if rule:
+            return Verdict("allow", f"allowed by the rule bash: {rule[1]!r}")
+        read, why_not = reads_only(command, self.place)
+        if why_not.startswith("it reads outside"):
+            return Verdict("ask", f"`{text}`: {why_not}", suggestion)
+        verdict = self._by_mode(read, "exec", suggestion)
+        if verdict.decision != "allow":
+            verdict.reason = f"`{text}`: {verdict.reason}"
+        return verdict
