@@ -48,28 +48,41 @@ class Tool(Protocol):
     def summary(self, args: Any) -> str: ...
 
 
-def clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """A compact JSON schema: no titles, `X | None = None` shown as an optional X.
+# Keywords whose value maps names to schemas: their keys are names (a property may be called `title`).
+_NAMED_SCHEMAS = {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+# Keywords whose value is data, not a schema: left exactly as the server wrote it.
+_DATA = {"default", "const", "enum", "examples"}
 
-    Small local models and llama.cpp's grammar both do better with plain schemas.
-    """
+
+def clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A compact JSON schema: no `title` annotations, `X | None = None` shown as an optional X, the
+    tool's own description instead of the schema's. Small local models and llama.cpp's grammar both
+    do better with plain schemas. Only keywords are touched: a property may be called `title` or
+    `default` (MCP tools have such), and a default value may be an object with a `title`."""
 
     def walk(node: Any) -> Any:
-        if isinstance(node, dict):
-            node = {k: walk(v) for k, v in node.items() if k != "title"}
-            options = node.get("anyOf")
-            if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
-                other = next(o for o in options if o != {"type": "null"})
-                node = {**{k: v for k, v in node.items() if k != "anyOf"}, **other}
-                if node.get("default", 0) is None:
-                    node.pop("default")
-            return node
         if isinstance(node, list):
             return [walk(v) for v in node]
-        return node
+        if not isinstance(node, dict):
+            return node
+        out = {}
+        for key, value in node.items():
+            if key == "title":
+                continue
+            if key in _NAMED_SCHEMAS and isinstance(value, dict):
+                out[key] = {name: walk(sub) for name, sub in value.items()}
+            else:
+                out[key] = value if key in _DATA else walk(value)
+        options = out.get("anyOf")
+        if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+            other = next(o for o in options if o != {"type": "null"})
+            out = {**{k: v for k, v in out.items() if k != "anyOf"}, **other}
+            if out.get("default", 0) is None:
+                out.pop("default")
+        return out
 
     cleaned = walk(schema)
-    cleaned.pop("description", None)  # the tool's own description says it
+    cleaned.pop("description", None)
     return cleaned
 
 

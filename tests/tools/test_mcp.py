@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -13,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.mcp_servers import DEMO, served
 from tools.base import ToolRegistry
 from tools.mcp import MCPServerConfig, MCPServers, parse_servers
-
-DEMO = str(Path(__file__).resolve().parents[1] / "mcp_servers" / "demo.py")
 
 
 def demo(**kw) -> MCPServerConfig:
@@ -91,27 +89,10 @@ async def test_a_server_that_does_not_start_is_reported_and_the_others_still_wor
     assert {t.name for t in tools} >= {"mcp__demo__add"}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def http_server():
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, DEMO, "http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}/mcp"
-    proc.terminate()
-    proc.wait(10)
+    with served(DEMO) as url:
+        yield url
 
 
 async def test_a_streamable_http_server_works_the_same(tmp_path, http_server):
