@@ -33,6 +33,7 @@ class ToolContext:
 
     workspace: Workspace
     state: dict[str, Any] = field(default_factory=dict)
+    sandbox: Any = None  # tools.sandbox.Sandbox where commands may run sandboxed
 
 
 @runtime_checkable

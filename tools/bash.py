@@ -3,6 +3,7 @@
 Each command runs in its own process group with stdin closed and a timeout; on timeout or cancel the
 whole group is ended (SIGTERM, a short grace, SIGKILL), so nothing it started is left running.
 Output is capped at its head and tail, and the model is told how many bytes were dropped.
+Where the context carries an active sandbox (tools/sandbox.py), the command runs inside bubblewrap.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
+import shutil
 import signal
 import tempfile
 import time
@@ -96,15 +98,19 @@ class Bash:
         if not cwd.is_dir():
             cwd = root
         timeout = args.timeout or self.default_timeout
-        with tempfile.NamedTemporaryFile(prefix="agent-cwd-", delete=False) as marker:
-            cwd_file = marker.name
+        # The marker that records where the command left us, in a folder of its own: the sandbox
+        # gives commands a private /tmp, and binds this folder through it.
+        marker_dir = Path(tempfile.mkdtemp(prefix="agent-cwd-"))
+        cwd_file = str(marker_dir / "cwd")
         script = self._script(args.command, cwd_file)
+        argv = ["bash", "-c", script]
+        sandbox = ctx.sandbox if ctx.sandbox is not None and ctx.sandbox.active else None
+        if sandbox is not None:
+            argv = sandbox.wrap(argv, also_writable=[marker_dir])
         output = CappedOutput(self.max_output)
         started = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
-            "bash",
-            "-c",
-            script,
+            *argv,
             cwd=cwd,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
@@ -120,12 +126,15 @@ class Bash:
             await self._end_group(proc)
         except BaseException:  # cancelled by the user: the command goes too
             await self._end_group(proc)
-            Path(cwd_file).unlink(missing_ok=True)
+            shutil.rmtree(marker_dir, ignore_errors=True)
             raise
         seconds = time.monotonic() - started
         notes = self._update_cwd(cwd_file, ctx)
+        shutil.rmtree(marker_dir, ignore_errors=True)
         code = proc.returncode
         text = output.text().rstrip("\n")
+        if sandbox is not None and code != 0:
+            notes = "\n".join(n for n in (notes, sandbox.note(text)) if n)
         if timed_out:
             status = f"[timed out after {timeout} s; the command and every process it started were killed]"
         else:
@@ -138,6 +147,7 @@ class Bash:
             "timed_out": timed_out,
             "bytes": output.total,
             "dropped": output.dropped,
+            "sandboxed": sandbox is not None,
         }
         return ToolResult(not timed_out and code == 0, body, display)
 
