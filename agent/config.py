@@ -1,6 +1,8 @@
 """Settings: the user file, the project file, the environment and the command line, merged in one place.
 
 Later sources win: built-in defaults < user file < project file < environment < command-line flags.
+The project file (.agent/config.toml) counts only in a folder the user trusted (agent/trust.py), and
+its [permissions] rules join the user's rather than replacing them.
 Every file is validated when it is read, and an error names the file and the field.
 """
 
@@ -91,6 +93,11 @@ class Settings(BaseModel):
         default_factory=list, description="Folders outside the workspace that file tools may also use."
     )
     auto_commit: bool = Field(False, description="Commit the agent's changes after each task in a git repo.")
+    sandbox: bool = Field(
+        True,
+        description="Run bash inside bubblewrap in the auto-edit and full-auto modes, where it is installed.",
+    )
+    sandbox_network: bool = Field(False, description="Let sandboxed commands use the network.")
     mcp_servers: dict[str, MCPServerConfig] = Field(
         default_factory=dict,
         description="MCP servers by name ({command, args, env} or {url}); a project's .mcp.json adds to them.",
@@ -141,15 +148,35 @@ def _validated(source: str, data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _merge(merged: dict[str, Any], data: dict[str, Any]) -> None:
+    """A later file's keys replace an earlier one's, except [permissions]: its rules join the earlier
+    file's, tool by tool, so a project's table cannot drop the user's deny (or ask) rules."""
+    for key, value in data.items():
+        if key == "permissions" and isinstance(merged.get(key), dict) and isinstance(value, dict):
+            joined = {kind: dict(rules) for kind, rules in merged[key].items()}
+            for kind, rules in value.items():
+                for tool, patterns in rules.items():
+                    earlier = joined.setdefault(kind, {}).get(tool, [])
+                    joined[kind][tool] = [*earlier, *(p for p in patterns if p not in earlier)]
+            merged[key] = joined
+        else:
+            merged[key] = value
+
+
 def load_settings(workspace: Path | None = None, overrides: dict[str, Any] | None = None) -> Settings:
     """Merge every source into one validated Settings."""
     merged: dict[str, Any] = {}
     files = [config_dir() / "config.toml"]
     if workspace is not None:
-        files.append(workspace / PROJECT_CONFIG)
+        from agent.trust import is_trusted
+
+        # A project's file could widen what the agent may do: it counts only once the user trusted
+        # the folder (agent/trust.py); front ends say it was ignored.
+        if is_trusted(workspace):
+            files.append(workspace / PROJECT_CONFIG)
     for path in files:
         if path.is_file():
-            merged.update(_validated(str(path), _read_toml(path)))
+            _merge(merged, _validated(str(path), _read_toml(path)))
     env = {field: os.environ[var] for var, field in ENV_FIELDS.items() if os.environ.get(var)}
     merged.update(_validated("the environment (" + ", ".join(ENV_FIELDS) + ")", env) if env else {})
     merged.update({k: v for k, v in (overrides or {}).items() if v is not None})

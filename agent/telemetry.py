@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from agent.redact import redact_record
+
 # The keys of llama.cpp's `timings` that TurnStats names; any others (BeeLlama v0.4's cache_* fields)
 # are kept in `timings_extra`.
 _TIMING_KEYS = (
@@ -203,7 +205,8 @@ class TelemetryLog:
     def append(self, record: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps({"time": time.time(), **record}, default=str) + "\n")
+            # (figures and names only today; redacted like every other record the agent writes)
+            f.write(json.dumps(redact_record({"time": time.time(), **record})) + "\n")
             f.flush()
 
     def read(self) -> list[dict[str, Any]]:

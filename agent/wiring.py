@@ -18,22 +18,26 @@ from agent.events import Event, Notice
 from agent.llm import ModelClient
 from agent.loop import Agent, Approver, Limits
 from agent.prompt import BLOCKS_REMINDER, repository_context, system_prompt, user_message
+from agent.trust import is_trusted
 from tools.base import Tool, ToolContext, ToolRegistry
 from tools.bash import Bash
-from tools.files import EditFile, Grep, ListFiles, ReadFile, WriteFile
+from tools.files import EditFile, Grep, ListFiles, MultiEdit, ReadFile, WriteFile
 from tools.git import Checkpoints, GitDiff, GitLog, GitStatus, open_repo
 from tools.mcp import MCPServerConfig, MCPServers, parse_servers
 from tools.permissions import Permissions, Rules
+from tools.sandbox import SANDBOXED_MODES, Sandbox
+from tools.sandbox import unavailable as sandbox_unavailable
 from tools.workspace import Workspace
 
 FALLBACK_CONTEXT = 32768  # for servers that do not say (no /props)
 
 
 def mcp_configs(settings: Settings, workspace: Path, extra: dict | None = None) -> dict[str, MCPServerConfig]:
-    """MCP servers for a session: the settings', then the project's .mcp.json, then the task's."""
+    """MCP servers for a session: the settings', then the project's .mcp.json (in a trusted folder
+    only: it names programs to start), then the task's."""
     configs = dict(settings.mcp_servers)
     project = workspace / ".mcp.json"
-    if project.is_file():
+    if project.is_file() and is_trusted(workspace):
         try:
             configs.update(parse_servers(json.loads(project.read_text(encoding="utf-8"))))
         except (ValueError, ValidationError) as exc:
@@ -47,6 +51,8 @@ async def start_mcp(
     configs: dict[str, MCPServerConfig], emit: Callable[[Event], None], log_dir: Path
 ) -> MCPServers:
     servers = MCPServers(configs, log_dir)
+    for warning in servers.warnings:  # a key another client understands and we do not
+        emit(Notice(warning))
     if not configs:
         return servers
     tools = await servers.start()
@@ -61,7 +67,7 @@ async def start_mcp(
 
 
 def default_tools(with_git: bool) -> list[Tool]:
-    tools: list[Tool] = [Bash(), ReadFile(), EditFile(), WriteFile(), ListFiles(), Grep()]
+    tools: list[Tool] = [Bash(), ReadFile(), EditFile(), MultiEdit(), WriteFile(), ListFiles(), Grep()]
     if with_git:
         tools += [GitStatus(), GitDiff(), GitLog()]
     return tools
@@ -85,6 +91,9 @@ class Workbench:
         self.workspace = workspace.resolve()
         self.repo = open_repo(self.workspace)
         self.checkpoints = Checkpoints(self.repo) if self.repo else None
+        # The checkpoint from before the current task's first change: auto-commit commits what differs
+        # from it. Front ends set it back to None when a new task (prompt) starts.
+        self.task_start: str | None = None
 
     def task_message(self, task: str, actions: str = "tools", context: ContextWindow | None = None) -> str:
         """The task with the environment note; with the blocks protocol, the repository's files too."""
@@ -98,7 +107,20 @@ class Workbench:
         if self.checkpoints is None:
             return None
         made = self.checkpoints.create(label)
-        return f"checkpoint {made.ref.rsplit('/', 1)[1]} taken ({label}); /undo restores it" if made else None
+        if self.task_start is None:
+            # None from create: the tree is the newest checkpoint's, so that one is the task's start
+            self.task_start = made.sha if made else self.checkpoints.list()[-1].sha
+        if made is None:
+            return None
+        number = made.ref.rsplit("/", 1)[1]
+        return f"checkpoint {number} taken ({label}); `agent undo` (or /undo in the TUI) restores it"
+
+    def auto_commit(self, subject: str) -> str | None:
+        """Commit the files the agent changed in this task; the notice to show, None when nothing did."""
+        if self.checkpoints is None or self.task_start is None:
+            return None
+        done = self.checkpoints.commit_changes(subject, self.task_start)
+        return done.notice if done else None
 
 
 async def build_agent(
@@ -115,21 +137,33 @@ async def build_agent(
     actions: ActionsMode = "tools",
 ) -> Agent:
     if workbench.repo is None:
-        emit(Notice("not a git repository: the agent works without checkpoints, so /undo is unavailable"))
+        emit(
+            Notice(
+                "not a git repository: no checkpoints are taken, so `agent undo` and /undo are unavailable"
+            )
+        )
     # Built-in tools first, then MCP tools by name: the order is part of the cached prefix.
     extra = sorted(extra_tools or [], key=lambda t: t.name)
     tools = ToolRegistry(default_tools(with_git=workbench.repo is not None) + extra)
     permissions = Permissions(
         approval or settings.approval, Rules(**settings.permissions.model_dump()), workbench.workspace
     )
-    n_ctx = await client.server_context_size() or FALLBACK_CONTEXT
+    sandbox = None
+    if settings.sandbox:
+        roots = [workbench.workspace, *(Path(r).expanduser().resolve() for r in settings.extra_roots)]
+        sandbox = Sandbox(roots, settings.sandbox_network, mode=lambda: permissions.mode)
+        if permissions.mode in SANDBOXED_MODES and (why := sandbox_unavailable()):
+            emit(Notice(f"commands run unsandboxed: {why}"))
+    n_ctx = await client.server_context_size(FALLBACK_CONTEXT) or FALLBACK_CONTEXT
+    for note in client.take_notices():  # lookups that fell back (no /props, no /v1/models): said, not silent
+        emit(Notice(note))
     reserve = int(client.endpoint.sampling.get("max_tokens") or min(4096, n_ctx // 4))
     protocol = make_actions(actions, workbench.workspace)
     context = ContextWindow(n_ctx, reserve, tools_chars=len(json.dumps(protocol.request_tools(tools))))
     return Agent(
         client=client,
         tools=tools,
-        ctx=ToolContext(Workspace(workbench.workspace, list(settings.extra_roots))),
+        ctx=ToolContext(Workspace(workbench.workspace, list(settings.extra_roots)), sandbox=sandbox),
         permissions=permissions,
         system_prompt=system_prompt(workbench.workspace, actions),
         emit=emit,

@@ -1,5 +1,6 @@
 """Git through gitpython: checkpoints and undo that never touch the user's branch or index, an optional
-auto-commit, and read-only status/diff/log tools for the model.
+auto-commit of the files the agent changed (and nothing else), and read-only status/diff/log tools
+for the model.
 
 A checkpoint is a commit of the whole working tree (tracked and untracked, minus ignored files) built
 in a temporary index and kept under refs/spec-agent/checkpoints/. Undo puts the newest one back in the
@@ -65,8 +66,66 @@ class Checkpoints:
 
     def _worktree_tree(self) -> str:
         with self._scratch_index():
-            self.repo.git.add("-A", ".")
+            self._stage_worktree()
             return self.repo.git.write_tree()
+
+    def _stage_worktree(self) -> None:
+        """The working tree into the scratch index, byte for byte as it is on disk.
+
+        `git add` finds the files (tracked and untracked, minus ignored, symlinks and submodules as
+        such), but stores them through the repository's conversions: core.autocrlf, the text and eol
+        attributes, filters. Undo must give back exactly what was there (a CRLF file under
+        `* text=auto` came back LF; with core.autocrlf=true every LF file came back CRLF), so each
+        file whose stored bytes are not its own is stored again without them.
+        """
+        self.repo.git.add("-A", ".")
+        files = self._regular_files(self.repo.git.ls_files("-s", "-z"))
+        if not files:
+            return
+        own = self._hash_raw(list(files))
+        converted = [path for path, (_, sha) in files.items() if own[path] != sha]
+        if not converted:
+            return
+        stored = self._hash_raw(converted, write=True)
+        for chunk in _chunks(converted):
+            cacheinfo = [
+                arg for path in chunk for arg in ("--cacheinfo", f"{files[path][0]},{stored[path]},{path}")
+            ]
+            self.repo.git.update_index("--add", *cacheinfo)
+
+    def _write_own_bytes(self, tree: str) -> None:
+        """After checkout-index: the files whose bytes a conversion changed on the way out get their
+        stored bytes back (a checkpoint holds them exactly as they were, see `_stage_worktree`)."""
+        files = self._regular_files(self.repo.git.ls_tree("-r", "-z", "--full-tree", tree), ls_tree=True)
+        if not files:
+            return
+        on_disk = self._hash_raw(list(files))
+        for path, (_, sha) in files.items():
+            if on_disk[path] != sha:
+                data = self.repo.odb.stream(bytes.fromhex(sha)).read()
+                (self.root / path).write_bytes(data)
+
+    @staticmethod
+    def _regular_files(listing: str, ls_tree: bool = False) -> dict[str, tuple[str, str]]:
+        """{path: (mode, sha)} of the regular files in `ls-files -s -z` (or `ls-tree -r -z`) output."""
+        files = {}
+        for record in listing.split("\0"):
+            if not record:
+                continue
+            meta, path = record.split("\t", 1)
+            fields = meta.split()
+            mode, sha = fields[0], fields[2] if ls_tree else fields[1]
+            if mode in ("100644", "100755"):
+                files[path] = (mode, sha)
+        return files
+
+    def _hash_raw(self, paths: list[str], write: bool = False) -> dict[str, str]:
+        """Blob ids of the files' own bytes (no filters, no line-ending conversion); stored with `write`."""
+        shas: dict[str, str] = {}
+        for chunk in _chunks(paths):
+            out = self.repo.git.hash_object("--no-filters", *(["-w"] if write else []), "--", *chunk)
+            shas.update(zip(chunk, out.split(), strict=True))
+        return shas
 
     def list(self) -> list[Checkpoint]:
         refs = [r for r in self.repo.refs if r.path.startswith(REF_PREFIX)]
@@ -91,48 +150,118 @@ class Checkpoints:
         self.repo.git.update_ref(ref, sha)
         return Checkpoint(ref, sha, message)
 
-    def undo(self) -> tuple[Checkpoint, list[str]]:
-        """Restore the newest checkpoint into the working tree and drop it. Returns it and what changed."""
+    def undo(self, target: Checkpoint | None = None) -> tuple[Checkpoint, list[str]]:
+        """Restore a checkpoint (default: the newest) into the working tree and drop it, with every newer
+        one: they recorded states after it, and a later undo must go further back, not forward.
+        Returns it and what changed."""
         existing = self.list()
         if not existing:
             raise ToolError("There is no checkpoint to go back to.")
-        target = existing[-1]
-        wanted = set(self.repo.git.ls_tree("-r", "--name-only", target.sha).splitlines())
+        target = target or existing[-1]
+        # (-z everywhere: without it git quotes names with spaces, quotes or non-ASCII letters)
+        wanted = _names(self.repo.git.ls_tree("-r", "-z", "--name-only", "--full-tree", target.sha))
         with self._scratch_index():
-            self.repo.git.add("-A", ".")
-            present = set(self.repo.git.ls_files().splitlines())
-            changed = set(self.repo.git.diff("--cached", "--name-only", target.sha).splitlines())
+            self._stage_worktree()
+            present = _names(self.repo.git.ls_files("-z"))
+            changed = _names(self.repo.git.diff("--cached", "-z", "--name-only", "--no-renames", target.sha))
             self.repo.git.read_tree(target.sha)
             self.repo.git.checkout_index("-a", "-f")
+            self._write_own_bytes(target.sha)
         for name in sorted(present - wanted):
             (self.root / name).unlink(missing_ok=True)
             _remove_empty_parents(self.root / name, self.root)
-        self.repo.git.update_ref("-d", target.ref)
+        newer = existing[[c.ref for c in existing].index(target.ref) :]
+        for dropped in newer:
+            self.repo.git.update_ref("-d", dropped.ref)
         return target, sorted(changed | (present - wanted))
 
-    def diff_since(self, sha: str) -> str:
-        """The working tree against a checkpoint, new and deleted files included (a private index)."""
+    def diff_since(self, sha: str, *options: str) -> str:
+        """The working tree against a checkpoint, new and deleted files included (a private index).
+        `options` go to `git diff` (`--stat`, `--name-status`)."""
         with self._scratch_index():
-            self.repo.git.add("-A", ".")
-            return self.repo.git.diff("--cached", sha)
+            self._stage_worktree()
+            return self.repo.git.diff("--cached", *options, sha)
 
-    def commit_changes(self, subject: str) -> str | None:
-        """Commit everything that changed to the current branch (auto-commit), with a message that
-        lists what changed. None when nothing did."""
-        self.repo.git.add("-A", ".")
-        # Before the first commit there is no HEAD: `diff --cached` then compares with the empty tree.
-        against = ["HEAD"] if self.repo.head.is_valid() else []
-        stat = self.repo.git.diff("--cached", "--numstat", *against).splitlines()
-        if not stat:
+    def commit_changes(self, subject: str, since: str) -> AutoCommit | None:
+        """Auto-commit: commit to the current branch only the files that differ between checkpoint
+        `since` (taken before the task's first change) and the working tree: the agent's new, modified
+        and deleted files. None when there are none, or they end up as HEAD has them.
+
+        The commit is built in a private index from HEAD's tree plus those files, so whatever else the
+        user had modified or staged stays exactly as it was; the user's index is then reset for the
+        committed paths only, so they do not show as staged reverse-changes. A file the user had also
+        changed before the task is committed as it is now (the user's edits and the agent's together;
+        one blob cannot be split), and the notice names it. With a detached HEAD nothing is committed:
+        the commit would belong to no branch.
+        """
+        from git import GitCommandError
+
+        paths = self._changed_between(since, self._worktree_tree())
+        if not paths:
             return None
+        if self.repo.head.is_detached:
+            return AutoCommit(
+                None,
+                "auto-commit skipped: HEAD is detached, so the commit would be on no branch; "
+                "the agent's changes are in the working tree",
+            )
+        born = self.repo.head.is_valid()
+        base = self.repo.head.commit.hexsha if born else self._empty_tree()
+        with self._scratch_index():
+            self.repo.git.read_tree(base)
+            self.repo.git.update_index("--add", "--remove", "--", *paths)
+            stat = self.repo.git.diff("--cached", "--numstat", "--no-renames", base).splitlines()
+            if not stat:
+                return None  # the agent put back what HEAD has
+            tree = self.repo.git.write_tree()
         lines = []
         for row in stat:
             added, removed, name = row.split("\t", 2)
             lines.append(f"- {name} (+{added} -{removed})" if added != "-" else f"- {name} (binary)")
         body = f"{len(stat)} file{'s' if len(stat) != 1 else ''} changed:\n" + "\n".join(lines)
         with self.repo.git.custom_environment(**AGENT_IDENTITY):
-            self.repo.git.commit("-m", subject, "-m", body, "--no-verify")
-        return self.repo.head.commit.hexsha
+            sha = self.repo.git.commit_tree(tree, *(["-p", base] if born else []), "-m", subject, "-m", body)
+        # The expected old value makes this fail, not overwrite, if the branch moved meanwhile.
+        self.repo.git.update_ref(
+            "-m", f"spec-agent auto-commit: {subject}", "HEAD", sha, base if born else ""
+        )
+        # Files the user had uncommitted changes in before the task: they went into the commit too.
+        mixed = sorted(set(self._changed_between(base, since)) & set(paths))
+        notice = f"committed {sha[:10]} ({len(stat)} file{'s' if len(stat) != 1 else ''})"
+        if mixed:
+            notice += (
+                f"; {', '.join(mixed)} also held your own uncommitted changes, committed with the agent's"
+            )
+        try:
+            with self.repo.git.custom_environment(GIT_LITERAL_PATHSPECS="1"):
+                self.repo.git.reset("-q", "--", *paths)
+        except GitCommandError as exc:  # e.g. the user's own git holds index.lock right now
+            notice += f"; your index was left as it was ({exc.stderr.strip()}): `git reset` syncs it"
+        return AutoCommit(sha, notice)
+
+    def _changed_between(self, old: str, new: str) -> list[str]:
+        out = self.repo.git.diff_tree("-r", "-z", "--name-only", "--no-renames", old, new)
+        return [name for name in out.split("\0") if name]
+
+    def _empty_tree(self) -> str:
+        with self._scratch_index():
+            return self.repo.git.write_tree()
+
+
+@dataclass
+class AutoCommit:
+    sha: str | None  # None: refused
+    notice: str  # what to tell the user
+
+
+def _names(listing: str) -> set[str]:
+    return {name for name in listing.split("\0") if name}
+
+
+def _chunks(items: list[str], size: int = 500) -> Iterator[list[str]]:
+    """Paths a few hundred at a time: a command line has a length limit."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 def _remove_empty_parents(path: Path, root: Path) -> None:

@@ -19,6 +19,7 @@ from agent.server.embedded_model import EMBEDDED_MODELS, embedded_model_installe
 from agent.server.lifecycle import port_is_free
 from agent.server.profiles import load_profiles
 from agent.server.registry import ServerRegistry
+from agent.trust import project_files, trusted_by
 
 OK, WARN, BAD = "[green]✓[/]", "[yellow]![/]", "[red]✗[/]"
 
@@ -120,10 +121,25 @@ def cmd_doctor(args: Namespace, settings: Settings) -> int:
         _line(OK, f"running: {record.profile} at {record.base_url}", f"pid {record.pid}")
     _line(OK, f"cache: {cache_dir()}", _size(cache_dir()))
     _line(OK, f"state: {state_dir()}", "servers, logs, sessions, telemetry")
-    config_files = [config_dir() / "config.toml", Path.cwd() / PROJECT_CONFIG]
-    for path in config_files:
-        _line(
-            OK if path.is_file() else "[dim]-[/]", f"config: {path}", "" if path.is_file() else "not present"
-        )
+    here = Path.cwd()
+    by = trusted_by(here)
+    for path in [config_dir() / "config.toml", here / PROJECT_CONFIG]:
+        if not path.is_file():
+            _line("[dim]-[/]", f"config: {path}", "not present")
+        else:
+            ignored = path == here / PROJECT_CONFIG and not by
+            _line(
+                WARN if ignored else OK,
+                f"config: {path}",
+                "ignored: this folder is not trusted" if ignored else "",
+            )
+    project = ", ".join(str(f.relative_to(here)) for f in project_files(here))
+    if by:
+        through = "" if by == here.resolve() else f" (through {by})"
+        _line(OK, f"this folder is trusted{through}", f"its project files apply: {project or 'none here'}")
+    elif project:
+        _line(WARN, "this folder is not trusted", f"ignored: {project}; `agent trust` uses them")
+    else:
+        _line("[dim]-[/]", "this folder is not trusted", "it has no project files")
     _line(OK, f"default profile: {settings.profile}, approval: {settings.approval}")
     return 1 if problems else 0

@@ -12,6 +12,7 @@ from pathlib import Path
 from agent import console
 from agent.config import Settings, state_dir
 from agent.errors import AgentError
+from agent.trust import is_trusted, warn_untrusted
 from agent.wiring import mcp_configs
 from tools.mcp import MCPServerConfig, MCPServers, result_text
 
@@ -19,6 +20,7 @@ PROJECT_FILE = ".mcp.json"
 
 
 def cmd_list(args: Namespace, settings: Settings) -> int:
+    warn_untrusted(Path.cwd())
     configs = mcp_configs(settings, Path.cwd())
     if not configs:
         console.out.print("no MCP servers configured (add one with `agent mcp add NAME -- COMMAND ...`)")
@@ -56,6 +58,7 @@ def redacted(config: MCPServerConfig) -> str:
 
 
 def cmd_call(args: Namespace, settings: Settings) -> int:
+    warn_untrusted(Path.cwd())
     configs = mcp_configs(settings, Path.cwd())
     if args.server not in configs:
         raise AgentError(
@@ -135,6 +138,8 @@ def cmd_add(args: Namespace, settings: Settings) -> int:
     data["mcpServers"][args.name] = spec
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     console.out.print(f"added MCP server {args.name} to {path}; `agent mcp list` shows its tools")
+    if not is_trusted(Path.cwd()):
+        console.note("this folder is not trusted, so sessions ignore its .mcp.json: `agent trust` trusts it")
     return 0
 
 

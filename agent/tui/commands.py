@@ -28,6 +28,7 @@ COMMANDS = [
     SlashCommand("sessions", "", "this folder's recent sessions"),
     SlashCommand("resume", "ID", "continue a recorded session"),
     SlashCommand("restart", "", "restart the model server (after it stopped)"),
+    SlashCommand("trust", "", "use this folder's own .agent/config.toml, .agent/profiles and .mcp.json"),
     SlashCommand("quit", "", "leave (stops the server this session started)"),
 ]
 BY_NAME = {c.name: c for c in COMMANDS}

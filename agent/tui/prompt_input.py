@@ -16,6 +16,7 @@ from textual import events
 from textual.message import Message
 from textual.widgets import TextArea
 
+from agent.redact import redact
 from agent.tui import commands
 from agent.tui.completion_menu import CompletionMenu
 
@@ -178,4 +179,5 @@ def _save_history(path: Path | None, text: str) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as file:
-        file.write(json.dumps(text, ensure_ascii=False) + "\n")
+        # A pasted key stays recallable in this session (self.past), but is not kept on disk.
+        file.write(json.dumps(redact(text), ensure_ascii=False) + "\n")

@@ -173,6 +173,30 @@ async def _resume(app: AgentApp, session_id: str) -> None:
     app.refresh_figures()
 
 
+async def _trust(app: AgentApp, _arg: str) -> None:
+    from agent import trust
+    from agent.config import load_settings
+
+    session = app.session
+    if by := trust.trusted_by(session.workspace):
+        await app.conversation.notice(f"this folder is trusted already (through {by})")
+        return
+    folder = trust.trust(session.workspace)
+    before, session.settings = session.settings, load_settings(session.workspace)  # for the next connection
+    files = ", ".join(str(f.relative_to(session.workspace)) for f in trust.project_files(session.workspace))
+    attached = session.profile is not None and session.profile.kind == "attach"
+    lines = [
+        f"trusted {folder} (`agent trust --revoke` undoes it). "
+        + (f"Its {files} apply" if files else "Project files added here apply")
+        + " the next time `agent` starts here"
+        + ("." if attached else "; /restart applies them now, keeping the conversation.")
+    ]
+    mode, wanted = session.agent.permissions.mode if session.agent else None, session.settings.approval
+    if not attached and mode and wanted not in (mode, before.approval) and not session.options.approval:
+        lines.append(f"The approval mode stays {mode} over a restart: /approval {wanted} sets the project's.")
+    await app.conversation.notice("\n".join(lines))
+
+
 async def _quit(app: AgentApp, _arg: str) -> None:
     await app.quit_app()
 
@@ -180,5 +204,5 @@ async def _quit(app: AgentApp, _arg: str) -> None:
 HANDLERS = {
     "help": _help, "profile": _profile, "restart": _restart, "approval": _approval, "clear": _clear,
     "compact": _compact, "undo": _undo, "diff": _diff, "stats": _stats, "mcp": _mcp,
-    "sessions": _sessions, "resume": _resume, "quit": _quit,
+    "sessions": _sessions, "resume": _resume, "trust": _trust, "quit": _quit,
 }  # fmt: skip

@@ -6,8 +6,18 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from agent.cli import main
+from agent.trust import trust
 from tests.mcp_servers import DEMO, PROBE, served
+
+
+@pytest.fixture(autouse=True)
+def trusted_project(tmp_path, isolated_state):
+    """Each test's folder is a project the user trusted: an untrusted one's .mcp.json is ignored
+    (tests/test_trust.py covers that)."""
+    trust(tmp_path)
 
 
 def test_add_list_and_remove(tmp_path, monkeypatch, capsys):

@@ -99,13 +99,91 @@ def test_checkpoints_work_before_the_first_commit(tmp_path):
 
 def test_auto_commit_says_what_changed(repo):
     root = Path(repo.working_tree_dir)
+    start = Checkpoints(repo).create("before the task")
     (root / "a.py").write_text("a = 1\nb = 2\n")
     (root / "new.py").write_text("n = 1\n")
-    sha = Checkpoints(repo).commit_changes("agent: add b")
-    message = repo.commit(sha).message
+    done = Checkpoints(repo).commit_changes("agent: add b", start.sha)
+    message = repo.commit(done.sha).message
     assert message.startswith("agent: add b\n\n2 files changed:")
     assert "- a.py (+1 -0)" in message and "- new.py (+1 -0)" in message
-    assert Checkpoints(repo).commit_changes("nothing") is None
+    assert done.notice == f"committed {done.sha[:10]} (2 files)"
+    assert sh(root, "git", "status", "--porcelain") == ""  # the index agrees with the new commit
+    nothing = Checkpoints(repo).create("before the next task")
+    assert Checkpoints(repo).commit_changes("nothing", nothing.sha) is None
+
+
+def test_auto_commit_leaves_the_users_own_changes_and_staging_alone(repo):
+    root = Path(repo.working_tree_dir)
+    for name in ("staged.py", "mine.py", "gone.py"):
+        (root / name).write_text(f"{name} at HEAD\n")
+    sh(root, "git", "add", ".")
+    sh(root, "git", "commit", "-qm", "more files")
+    (root / "staged.py").write_text("staged by the user\n")
+    sh(root, "git", "add", "staged.py")
+    (root / "staged.py").write_text("staged, then edited again\n")  # index and work tree both differ
+    (root / "mine.py").write_text("the user's unstaged edit\n")
+    (root / "untracked.txt").write_text("the user's new file\n")
+    before = sh(root, "git", "status", "--porcelain")
+    staged_blob = sh(root, "git", "rev-parse", ":staged.py")
+    head = repo.head.commit.hexsha
+    cp = Checkpoints(repo)
+    start = cp.create("before write_file")
+
+    (root / "a.py").write_text("a = 2\n")  # the agent's edits
+    (root / "pkg").mkdir()
+    (root / "pkg" / "new.py").write_text("new\n")
+    (root / "gone.py").unlink()
+    done = cp.commit_changes("agent: the task", start.sha)
+
+    commit = repo.commit(done.sha)
+    assert [p.hexsha for p in commit.parents] == [head] and repo.active_branch.commit == commit
+    changed = sh(root, "git", "diff-tree", "--no-commit-id", "--name-status", "-r", done.sha)
+    assert changed.split("\n")[:-1] == ["M\ta.py", "D\tgone.py", "A\tpkg/new.py"]
+    assert sh(root, "git", "status", "--porcelain") == before  # the user's lines, and nothing else
+    assert sh(root, "git", "rev-parse", ":staged.py") == staged_blob
+    assert (root / "staged.py").read_text() == "staged, then edited again\n"
+    assert (root / "mine.py").read_text() == "the user's unstaged edit\n"
+    assert "also held" not in done.notice
+
+
+def test_auto_commit_names_a_file_the_user_had_changed_too(repo):
+    root = Path(repo.working_tree_dir)
+    (root / "a.py").write_text("a = 1  # the user's\n")
+    cp = Checkpoints(repo)
+    start = cp.create("before edit_file")
+    (root / "a.py").write_text("a = 1  # the user's\nb = 2  # the agent's\n")
+    done = cp.commit_changes("agent: add b", start.sha)
+    assert repo.commit(done.sha).tree["a.py"].data_stream.read() == (root / "a.py").read_bytes()
+    assert "a.py also held your own uncommitted changes" in done.notice
+    assert sh(root, "git", "status", "--porcelain") == ""
+
+
+def test_auto_commit_makes_the_first_commit_of_an_empty_repository(tmp_path):
+    root = tmp_path / "empty"
+    root.mkdir()
+    sh(root, "git", "init", "-q", "-b", "main")
+    (root / "notes.txt").write_text("the user's\n")
+    sh(root, "git", "add", "notes.txt")
+    repo = git.Repo(root)
+    cp = Checkpoints(repo)
+    start = cp.create("before write_file")
+    (root / "hello.py").write_text("print('hi')\n")
+    done = cp.commit_changes("agent: hello", start.sha)
+    assert repo.head.commit.hexsha == done.sha and not repo.head.commit.parents
+    assert sh(root, "git", "ls-tree", "-r", "--name-only", "HEAD") == "hello.py\n"
+    assert sh(root, "git", "status", "--porcelain") == "A  notes.txt\n"  # still staged, not committed
+
+
+def test_auto_commit_refuses_a_detached_head(repo):
+    root = Path(repo.working_tree_dir)
+    sh(root, "git", "checkout", "-q", "--detach")
+    cp = Checkpoints(repo)
+    start = cp.create("before edit_file")
+    (root / "a.py").write_text("a = 2\n")
+    done = cp.commit_changes("agent: edit", start.sha)
+    assert done.sha is None and "HEAD is detached" in done.notice
+    assert sh(root, "git", "status", "--porcelain") == " M a.py\n"
+    assert sh(root, "git", "log", "--format=%s") == "first\n"
 
 
 def test_outside_a_repository_there_is_no_repo(tmp_path):
