@@ -84,7 +84,8 @@ class ToolCallActions:
         calls, content = completion.tool_calls, completion.content
         if not calls and content:
             schemas = {t.name: parameters_of(t) for t in tools.tools.values()}
-            calls, content = calls_from_text(content, set(tools.names()), schemas=schemas)
+            cut_off = not completion.complete or _cut(completion)  # a call cut half-way must not run
+            calls, content = calls_from_text(content, set(tools.names()), schemas=schemas, cut_off=cut_off)
         problems = []
         if not calls and self._code_without_call(content) and self.corrections < MAX_TOOL_CORRECTIONS:
             # The model wrote code for the user to paste instead of acting: tell it once or twice.

@@ -2,8 +2,10 @@
 model its output and let it go on (Aider's auto-test; it is what makes small models finish work).
 
 The check runs in its own process group with a timeout, and the whole group is killed when time runs
-out, so a hung test runner or the server it started does not outlive it. Its output is capped (head
-and tail) before it reaches the model or the transcript.
+out (with any descendant that left the group by `setsid`), so a hung test runner or the server it
+started does not outlive it. When the check ends by itself, whatever it left running in its group is
+killed too: a check is over when its shell exits, even if a background child still holds its output.
+Its output is capped (head and tail) before it reaches the model or the transcript.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.events import CheckFinished, Event
+from tools.bash import end_process_tree
 
 if TYPE_CHECKING:
     from agent.loop import Agent, Outcome
@@ -66,7 +69,7 @@ async def run_check(command: str, workdir: Path, timeout: float = CHECK_TIMEOUT)
     chunks: list[bytes] = []
     kept = 0
 
-    async def collect() -> None:
+    async def read() -> None:
         nonlocal kept
         assert proc.stdout is not None
         while chunk := await proc.stdout.read(65536):
@@ -75,15 +78,27 @@ async def run_check(command: str, workdir: Path, timeout: float = CHECK_TIMEOUT)
             kept += len(chunk)
             while kept > 4 * OUTPUT_LIMIT and len(chunks) > 2:
                 kept -= len(chunks.pop(1))
-        await proc.wait()
+
+    async def collect() -> None:
+        reader = asyncio.ensure_future(read())
+        try:
+            # Until the shell exits: its return code, not the end of its output, which a background
+            # child may hold open (and `wait()` waits for that too).
+            while proc.returncode is None:
+                await asyncio.sleep(0.02)
+            _kill_group(proc.pid)  # what it left behind in its group
+            await asyncio.wait({reader}, timeout=2.0)  # the rest of the output, unless held elsewhere
+        finally:
+            reader.cancel()
+        if not reader.done() or reader.cancelled():
+            _close_pipes(proc)  # something outside the group still holds it: stop reading
 
     try:
         await asyncio.wait_for(collect(), timeout)
         code: int | None = proc.returncode
         note = " (command not found)" if code == 127 else ""
     except (TimeoutError, asyncio.CancelledError) as exc:
-        _kill_group(proc.pid)
-        await proc.wait()
+        await end_process_tree(proc, grace=0)
         if isinstance(exc, asyncio.CancelledError):
             raise
         code, note = (
@@ -94,8 +109,14 @@ async def run_check(command: str, workdir: Path, timeout: float = CHECK_TIMEOUT)
     return CheckResult(command, code, cap_output(output) + note, time.monotonic() - started)
 
 
+def _close_pipes(proc: asyncio.subprocess.Process) -> None:
+    transport = getattr(proc, "_transport", None)  # (asyncio has no public way to stop reading)
+    if transport is not None:
+        transport.close()
+
+
 def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):  # it ended by itself in the meantime
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # nothing of it is left
         os.killpg(pid, signal.SIGKILL)
 
 

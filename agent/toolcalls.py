@@ -49,7 +49,7 @@ _CALL_KEYS = {"name", "arguments", "parameters", "type", "id"}
 _TRIPLE_END = {q: re.compile(q * 3 + r"(?=\s*(?:[,}\]]|$))") for q in "\"'"}
 _STRING_STOP = {'"': re.compile(r'[\\"]'), "'": re.compile(r"[\\']")}
 _ESCAPE = re.compile(r'\\(.)|"', re.S)
-_WORD = re.compile(r"[A-Za-z_]\w*")
+_WORD = re.compile(r"[^\W\d]\w*")  # a word of any script: "[À]" is prose, not a crash
 _PYTHON_LITERALS = {"True": "true", "False": "false", "None": "null"}
 _CUT_OFF_HEAD = re.compile(r'\{\s*"name"\s*:\s*"([^"\\]+)"\s*,\s*"(?:arguments|parameters)"\s*:\s*')
 _FUNCTION = re.compile(r"<function=([^>\s]+)>")
@@ -69,12 +69,20 @@ class _Found:
 
 
 def calls_from_text(
-    content: str, known: Collection[str], *, schemas: Mapping[str, Mapping[str, Any]] | None = None
+    content: str,
+    known: Collection[str],
+    *,
+    schemas: Mapping[str, Mapping[str, Any]] | None = None,
+    cut_off: bool = False,
 ) -> tuple[list[ToolCall], str]:
     """Tool calls written in the text, in order, and the text without them.
 
     `schemas` (tool name -> JSON schema of its arguments), when given, types Qwen3-Coder's raw-text
     parameter values; without it they stay strings (see `_qwen3_coder_value`).
+    `cut_off`: the answer was cut (max_tokens, or no finish reason). A call that runs to its end
+    without closing is then cut too: its closing tags are optional, so `rm -rf build/cache` cut to
+    `rm -rf b`, or half a file, would otherwise run as written. Its arguments are kept unclosed, which
+    the registry reports to the model as cut off, and nothing runs.
     """
     text = _answer(content)
     found: list[_Found] = []
@@ -101,11 +109,31 @@ def calls_from_text(
             continue
         found.append(hit)
         pos = max(hit.end, match.start() + 1)
+    if cut_off and found and found[-1].calls and _runs_to_the_cut(text, found[-1]):
+        name, args = found[-1].calls[-1]
+        found[-1].calls[-1] = (name, _unclosed(args))
     calls = [
         ToolCall(id=f"text_call_{i}", name=name, arguments=args)
         for i, (name, args) in enumerate(call for hit in found for call in hit.calls)
     ]
     return calls, _without(content, [hit for hit in found if hit.remove])
+
+
+# How a call that was written to its end ends: a closing tag, fence, end token, or bracket.
+_CLOSED = ("</tool_call>", "</function>", "```", "<|eom_id|>", "<|eot_id|>", "}", "]")
+
+
+def _runs_to_the_cut(text: str, hit: _Found) -> bool:
+    """Whether the answer was cut inside this call: it reaches the end, and the end closes nothing."""
+    end = text.rstrip()
+    return hit.end >= len(end) and not end.endswith(_CLOSED)
+
+
+def _unclosed(arguments: str) -> str:
+    """Arguments that must not run as they are: an object loses its closing brace (the history closes
+    it again, `history_arguments`); anything else is no object already."""
+    stripped = arguments.rstrip()
+    return stripped[:-1] if stripped.startswith("{") and stripped.endswith("}") else arguments
 
 
 def _without(content: str, cuts: list[_Found]) -> str:
@@ -609,20 +637,28 @@ def repair_history(messages: list[dict[str, Any]]) -> int:
     """Make a history safe to resend (e.g. one resumed from an older session). Returns repairs made.
 
     - tool-call arguments that are not a JSON object become "{}";
-    - every tool call gets a result, so an interrupted turn does not leave the history half-done.
+    - every tool call gets a result among the tool messages right after its assistant message, so an
+      interrupted turn does not leave the history half-done. (Ids are matched there, not anywhere:
+      calls read from text are numbered per answer, so an interrupted `text_call_0` shares its id
+      with every answered one before it.)
     """
     repairs = 0
-    answered = {m.get("tool_call_id") for m in messages if m.get("role") == "tool"}
     fixed: list[dict[str, Any]] = []
-    for message in messages:
+    for index, message in enumerate(messages):
         fixed.append(message)
         for call in message.get("tool_calls") or []:
             function = call.get("function", {})
-            safe = history_arguments(function.get("arguments", ""))
+            safe = history_arguments(function.get("arguments") or "")
             if safe != function.get("arguments"):
                 function["arguments"] = safe
                 repairs += 1
-        missing = [c for c in message.get("tool_calls") or [] if c.get("id") not in answered]
+        if not message.get("tool_calls"):
+            continue
+        answered, after = set(), index + 1
+        while after < len(messages) and messages[after].get("role") == "tool":
+            answered.add(messages[after].get("tool_call_id"))
+            after += 1
+        missing = [c for c in message["tool_calls"] if c.get("id") not in answered]
         for call in missing:
             fixed.append(
                 {"role": "tool", "tool_call_id": call.get("id"), "content": "(not run: interrupted)"}

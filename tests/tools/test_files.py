@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import subprocess
 import time
@@ -22,6 +23,7 @@ from tools.files import (
     WriteArgs,
     WriteFile,
     nearest_lines,
+    short_diff,
     strip_line_numbers,
 )
 from tools.workspace import Workspace
@@ -334,3 +336,59 @@ async def test_grep_finds_lines_with_numbers_and_skips_ignored_files(ctx):
 async def test_grep_reports_a_bad_regex(ctx):
     with pytest.raises(ToolError, match="Invalid regular expression"):
         await Grep().run(GrepArgs(pattern="("), ctx)
+
+
+# ---------------------------------------------------------------------------------------------- paging, diffs, writes
+
+
+@pytest.mark.parametrize(
+    ("data", "offset", "limit", "expected"),
+    [
+        (b"a\nb", 1, 5, "1| a\n2| b"),  # no final newline: the last line still counts
+        (b"a\r\nb\r\n", 1, 5, "1| a\n2| b"),  # CRLF shown without the \r
+        (b"a\nb\nc\n", 2, 1, "2| b\n(3 lines in all; more from offset=3)"),
+        (b"a\nb\nc\n", 3, 9, "3| c"),
+        (b"", 1, 5, "(empty file)"),
+        (b"a\x0cb\n", 1, 5, "1| a\x0cb"),  # a form feed is not a line break, as for grep and editors
+    ],
+)
+async def test_read_file_pages_lines_as_editors_count_them(ctx, data, offset, limit, expected):
+    (ctx.workspace.root / "f.txt").write_bytes(data)
+    result = await ReadFile().run(ReadArgs(path="f.txt", offset=offset, limit=limit), ctx)
+    assert result.output == expected
+
+
+async def test_a_first_line_over_the_read_cap_is_shown_cut_not_skipped_forever(ctx):
+    (ctx.workspace.root / "one.txt").write_bytes(b"y" * 400_000 + b"\nnext\n")
+    result = await ReadFile().run(ReadArgs(path="one.txt"), ctx)
+    first, *rest = result.output.splitlines()
+    assert first.startswith("1| yyyy") and first.endswith("... (line cut: 400001 bytes in all)")
+    assert rest == ["2| next"]
+
+
+async def test_nearest_lines_and_grep_number_lines_as_read_file_does(ctx, monkeypatch):
+    monkeypatch.setenv("PATH", str(ctx.workspace.root / "no-bin"))  # the Python grep
+    put(ctx, "f.py", "a = 1\x0c\r\nb = 2\r\nc = 3\r\ntarget = 4\r\n")
+    listing = (await ReadFile().run(ReadArgs(path="f.py"), ctx)).output
+    assert "4| target = 4" in listing
+    assert (await Grep().run(GrepArgs(pattern="target"), ctx)).output == "f.py:4:target = 4"
+    with pytest.raises(ToolError, match=r"(?s)is at lines 4-4:.*    4\| target = 4"):
+        await EditFile().run(EditArgs(path="f.py", old_string="targett = 4", new_string="x"), ctx)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda lines: lines.__setitem__(2500, "changed\n"),
+        lambda lines: lines.__setitem__(0, "first\n"),
+        lambda lines: lines.append("appended\n"),
+        lambda lines: (lines.__setitem__(10, "ten\n"), lines.__delitem__(4000), lines.insert(4500, "new\n")),
+    ],
+    ids=["middle", "first line", "end", "three places"],
+)
+def test_short_diff_of_a_big_file_equals_difflib_s_whole_diff(change):
+    before = [f"line {i}\n" for i in range(5000)]
+    after = list(before)
+    change(after)
+    whole = "".join(difflib.unified_diff(before, after, "a/f", "b/f", n=2))
+    assert short_diff("".join(before), "".join(after), "f", max_lines=1000) == whole
