@@ -35,6 +35,7 @@ class SessionStarted(Event):
     task: str = ""
     resumed: bool = False
     options: dict[str, Any] = field(default_factory=dict)  # the task's front matter, for a resume
+    base_url: str = ""  # the server attached to by --base-url, so that a resume reconnects to it
 
 
 @dataclass
@@ -147,6 +148,17 @@ class Notice(Event):
 
     kind: ClassVar[str] = "notice"
     message: str
+
+
+@dataclass
+class DraftOff(Event):
+    """The profile's draft failed (preflight, load or first request): the server runs the same target
+    without it. Recorded so that the transcript, `agent stats` and the TUI's status say "draft off"."""
+
+    kind: ClassVar[str] = "draft.off"
+    reason: str
+    profile: str
+    message: str  # what the user reads: the reason, what runs instead, how to refuse instead
 
 
 @dataclass

@@ -35,6 +35,9 @@ from tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 from tools.permissions import Permissions
 
 Approver = Callable[[ApprovalRequested], Awaitable[ApprovalAnswer]]
+# Given a failed request, put things right (restart the server without its failing draft) and say
+# whether the same request may be sent again (agent/connect.py:draft_recovery).
+Recovery = Callable[[LLMError], Awaitable[bool]]
 
 
 @dataclass
@@ -67,6 +70,7 @@ class Agent:
     tool_choice: str = "auto"
     actions: ActionProtocol = field(default_factory=ToolCallActions)  # how the model acts
     request_overrides: dict[str, Any] = field(default_factory=dict)
+    recover: Recovery | None = None  # one more try of a request that failed, once it is put right
     messages: list[dict[str, Any]] = field(default_factory=list)
     turn: int = 0  # model requests in this session
 
@@ -134,6 +138,9 @@ class Agent:
                 if attempt or not self.context:
                     raise
                 await self.context.compact(self, reason=f"the server said: {overflow}", overflow=overflow)
+            except LLMError as failure:
+                if attempt or self.recover is None or not await self.recover(failure):
+                    raise
         raise AssertionError("unreachable")
 
     async def _stream(self) -> Completion:

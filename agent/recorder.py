@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agent.events import Event, ToolFinished, TurnCompleted, TurnStarted
+from agent.events import DraftOff, Event, ToolFinished, TurnCompleted, TurnStarted
 from agent.session import Transcript
 from agent.telemetry import TelemetryLog, TurnStats, summarise_turns
 
@@ -24,7 +24,10 @@ class SessionRecorder:
 
     def __call__(self, event: Event) -> None:
         self.transcript.write(event)
-        if isinstance(event, TurnStarted):
+        if isinstance(event, DraftOff):
+            # Every turn after this ran without the draft: its telemetry says so, and `agent stats`.
+            self.meta.update(spec_mode="none", draft_off=event.reason)
+        elif isinstance(event, TurnStarted):
             self.turn_tools = []
         elif isinstance(event, ToolFinished):
             self.turn_tools.append({"name": event.name, "ok": event.ok, "seconds": round(event.seconds, 3)})
@@ -35,7 +38,10 @@ class SessionRecorder:
             )
 
     def summary(self) -> dict[str, Any]:
-        return summarise_turns(self.stats)
+        summary = summarise_turns(self.stats)
+        if self.meta.get("draft_off"):
+            summary["draft_off"] = self.meta["draft_off"]
+        return summary
 
     def close(self) -> None:
         self.transcript.close()

@@ -122,16 +122,16 @@ def fake_binary(tmp_path: Path, help_fixture: str) -> Path:
 
 @pytest.fixture
 def models_dir(tmp_path: Path) -> Path:
-    """A models dir holding placeholder files named as the seed's profiles expect them."""
+    """A models dir holding small GGUF headers named as the seed's profiles expect them: the targets
+    with a chat template, the Gemma 4 draft as BeeLlama 0.1's `dflash-draft`, the Qwen one as
+    upstream's `dflash` (the preflight reads them when a test plans a launch)."""
+    from tests.gguf_files import CHAT_TEMPLATE, write_dflash, write_gguf
+
     folder = tmp_path / "models"
-    folder.mkdir()
-    for name in (
-        "gemma-4-31B-it-Q4_K_S.gguf",
-        "gemma4-31b-it-dflash-Q5_K_M.gguf",
-        "Qwen3.6-27B-Q4_K_M.gguf",
-        "Qwen3.6-27B-DFlash-Q8_0.gguf",
-    ):
-        (folder / name).write_bytes(b"GGUF placeholder")
+    write_gguf(folder / "gemma-4-31B-it-Q4_K_S.gguf", "gemma4", chat_template=CHAT_TEMPLATE)
+    write_dflash(folder / "gemma4-31b-it-dflash-Q5_K_M.gguf", "dflash-draft")
+    write_gguf(folder / "Qwen3.6-27B-Q4_K_M.gguf", "qwen35", chat_template=CHAT_TEMPLATE)
+    write_dflash(folder / "Qwen3.6-27B-DFlash-Q8_0.gguf", "dflash")
     return folder
 
 

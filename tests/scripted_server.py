@@ -20,6 +20,9 @@ Every request body is kept in `requests`, so tests can check exactly what the ag
 
 Run as a script (`python -m tests.scripted_server --as-llama-server ...`) it also stands in for a
 llama-server binary in lifecycle tests: `--help` prints a recorded help text, other flags are ignored.
+With SCRIPTED_BAD_DRAFT set and a `--spec-draft-model`, it behaves as BeeLlama 0.1 does with a draft
+that is not a DFlash model (FACTS.md): requests of more than 2 tokens get HTTP 500 "Invalid input
+batch." (a 2-token one drafts nothing and passes); SCRIPTED_BAD_DRAFT=log also logs n_target_layers=0.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class ScriptedModel:
         self.previous_prompt = ""
         self.lock = threading.Lock()
         self.draft = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
+        self.bad_draft = False  # answer as BeeLlama 0.1 does with a draft that is not a DFlash model
 
     def next_reply(self, body: dict) -> dict:
         with self.lock:
@@ -154,6 +158,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}})
             return
         model = self.server.model
+        if model.bad_draft and (body.get("max_tokens") or 4096) > 2:
+            self._json(
+                500, {"error": {"code": 500, "message": "Invalid input batch.", "type": "server_error"}}
+            )
+            return
         reply = model.next_reply(body)
         time.sleep(reply.get("delay", 0))
         n_prompt = model.prompt_tokens(body)
@@ -374,11 +383,18 @@ def _as_llama_server(argv: list[str]) -> int:
         with open(os.environ["SCRIPTED_HELP"], encoding="utf-8") as f:
             sys.stdout.write(f.read())
         return 0
+    if "--list-devices" in argv:  # the preflight asks where the model would go (on a GPU machine)
+        print("Available devices:\n  (none)")
+        return 0
     port = int(argv[argv.index("--port") + 1]) if "--port" in argv else 8080
     script = json.loads(os.environ.get("SCRIPTED_REPLIES", "[]"))
     default = json.loads(os.environ["SCRIPTED_DEFAULT"]) if os.environ.get("SCRIPTED_DEFAULT") else None
+    bad_draft = bool(os.environ.get("SCRIPTED_BAD_DRAFT")) and "--spec-draft-model" in argv
+    if bad_draft and os.environ["SCRIPTED_BAD_DRAFT"] == "log":
+        print("dflash: block_size=16, mask_token=0, n_target_layers=0", file=sys.stderr, flush=True)
     print(f"scripted llama-server: listening on http://127.0.0.1:{port}", file=sys.stderr, flush=True)
     server = ScriptedServer(script, default=default, port=port)
+    server.model.bad_draft = bad_draft
     server.httpd.serve_forever()
     return 0
 

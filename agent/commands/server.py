@@ -1,4 +1,4 @@
-"""`agent server ...`: install, profiles, start, status, stop, logs."""
+"""`agent server ...`: install, profiles, check, start, status, stop, logs."""
 
 from __future__ import annotations
 
@@ -9,15 +9,19 @@ import time
 from argparse import Namespace
 from pathlib import Path
 
+from rich.markup import escape
+
 from agent import console
 from agent.config import Settings, cache_dir, state_dir
 from agent.errors import AgentError, ServerError
 from agent.server import machine_paths
 from agent.server.build import build_info, embedded_build, install
 from agent.server.embedded_model import EMBEDDED_MODELS, embedded_key, embedded_model_installed
-from agent.server.lifecycle import health, plan_launch, start, stop
+from agent.server.lifecycle import check_profile, health, plan_launch, start, stop
+from agent.server.preflight import DraftError, PreflightReport
 from agent.server.profiles import ServerProfile, get_profile, load_profiles
 from agent.server.registry import ServerRecord, ServerRegistry
+from agent.trust import warn_untrusted
 
 
 def _registry() -> ServerRegistry:
@@ -71,6 +75,7 @@ def _profile_status(profile: ServerProfile, settings: Settings) -> str:
 
 
 def cmd_profiles(args: Namespace, settings: Settings) -> int:
+    warn_untrusted(Path.cwd())
     profiles = load_profiles(Path.cwd())
     running = {r.profile: r for r in _registry().running()}
     table = console.table("profile", "kind", "speculative", "ctx", "port", "status", "description")
@@ -90,20 +95,103 @@ def cmd_profiles(args: Namespace, settings: Settings) -> int:
     return 0
 
 
-def cmd_start(args: Namespace, settings: Settings) -> int:
+STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+
+
+def preflight_table(report: PreflightReport):
+    table = console.table("check", "result", "detail", left=("check", "result", "detail"))
+    for finding in report.findings:
+        detail = [finding.summary]
+        if finding.status in ("fail", "warn"):
+            detail += [
+                f"{label}: {value}"
+                for label, value in (
+                    ("file", finding.file),
+                    ("key read", finding.key),
+                    ("expected", finding.expected),
+                    ("found", finding.found),
+                    ("do", finding.fix),
+                )
+                if value
+            ]
+        elif finding.file is not None and finding.check.endswith("file"):
+            detail.append(str(finding.file))
+        style = STATUS_STYLE[finding.status]
+        table.add_row(
+            finding.check, f"[{style}]{finding.status}[/]", escape("\n".join(str(d) for d in detail))
+        )
+    return table
+
+
+def cmd_check(args: Namespace, settings: Settings) -> int:
+    """The preflight as a table; exit 0 when the profile can launch, else the refusal (nothing starts)."""
+    warn_untrusted(Path.cwd())
     profile = get_profile(args.profile, Path.cwd())
-    plan = _plan(profile, settings, args)
-    for line in plan.notes:
-        console.note(line)
-    console.note(f"$ {plan.command_line()}")
-    with console.start_progress(f"{profile.name}") as progress:
-        handle = start(plan, _registry(), state_dir() / "logs", progress, timeout=args.timeout)
+    if profile.kind == "attach":
+        raise AgentError(
+            f"profile '{profile.name}' attaches to {profile.base_url}: there is nothing here to check",
+            fix="`agent doctor` checks that the server answers.",
+        )
+    with console.build_progress() as progress:
+        paths = machine_paths(settings, build_progress=progress)
+        report = check_profile(profile, paths, binary=args.binary, ctx_size=args.ctx_size)
+    console.out.print(f"[bold]{profile.name}[/]  {profile.description}")
+    console.out.print(preflight_table(report))
+    console.out.print(f"[dim]GGUF headers read in {report.seconds:.2f} s[/]")
+    error = report.error(args.strict)
+    if error is not None:
+        if isinstance(error, DraftError) and profile.fallback:
+            console.note(
+                f"warning: the draft fails; `agent run` and the TUI would run '{profile.name}' without it "
+                "(fallback = false in the profile refuses instead)"
+            )
+        raise error
+    if report.warnings:
+        console.note(f"{len(report.warnings)} warning(s); --strict refuses them")
+    return 0
+
+
+def cmd_start(args: Namespace, settings: Settings) -> int:
+    from agent.connect import draft_off_message, keep_failed_log
+
+    warn_untrusted(Path.cwd())
+    profile = get_profile(args.profile, Path.cwd())
+    draft_off = ""
+    while True:
+        # The same fallback as every other front end's (agent/connect.py:launch), with the build's bar
+        # shown while planning and the start's status while loading.
+        chosen = profile.model_copy(update={"speculative": None}) if draft_off else profile
+        try:
+            plan = _plan(chosen, settings, args)
+            for line in plan.notes:
+                console.note(line)
+            console.note(f"$ {plan.command_line()}")
+            with console.start_progress(f"{profile.name}") as progress:
+                handle = start(
+                    plan,
+                    _registry(),
+                    state_dir() / "logs",
+                    progress,
+                    timeout=args.timeout,
+                    draft_off=draft_off,
+                )
+            break
+        except DraftError as error:
+            if draft_off or profile.speculative is None or not profile.fallback:
+                raise
+            draft_off = error.reason
+            failed_log = keep_failed_log(error.log_path)
+            console.note(f"warning: {error.what}")
+            console.note(f"warning: {draft_off_message(profile.name, draft_off, failed_log)}")
+    if handle.record.draft_off and not draft_off:
+        console.note(f"warning: {draft_off_message(profile.name, handle.record.draft_off)}")
     if handle.reused:
         console.out.print(f"{profile.name} is already running at {handle.base_url} (pid {handle.record.pid})")
     else:
         took = time.time() - handle.record.started_at
         console.out.print(
             f"{profile.name} ready at {handle.base_url} in {took:.1f} s (pid {handle.record.pid})"
+            + (" without its draft" if draft_off else "")
         )
         console.note(f"log: {handle.record.log_path}   stop: agent server stop {profile.name}")
     if args.foreground:
@@ -135,6 +223,7 @@ def _plan(profile: ServerProfile, settings: Settings, args: Namespace):
             binary=args.binary,
             api_key=settings.api_key,
             ctx_size=getattr(args, "ctx_size", None),
+            strict=getattr(args, "strict", False),
         )
 
 

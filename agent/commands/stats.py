@@ -39,7 +39,7 @@ def _find(name: str) -> Path:
 
 def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
     first = records[0] if records else {}
-    meta = {k: first.get(k, "") for k in ("session", "profile", "spec_mode")}
+    meta = {k: first.get(k, "") for k in ("session", "profile", "spec_mode", "draft_off")}
     return meta | summarise_turns([TurnStats.from_dict(r.get("stats", {})) for r in records])
 
 
@@ -95,6 +95,11 @@ def _summary_line(s: dict[str, Any]) -> str:
     )
 
 
+def _spec(s: dict[str, Any]) -> str:
+    """The session's speculation, or "draft off: <reason>" when its draft failed (agent/connect.py)."""
+    return f"draft off: {s['draft_off']}" if s.get("draft_off") else s["spec_mode"] or "none"
+
+
 def cmd_stats(args: Namespace, settings: Settings) -> int:
     sessions = _sessions()
     if args.all:
@@ -123,15 +128,15 @@ def cmd_stats(args: Namespace, settings: Settings) -> int:
     if len(loaded) == 1:
         path, records = loaded[0]
         s = summaries[0]
-        console.out.print(f"[bold]{path.stem}[/]  profile {s['profile']} ({s['spec_mode'] or 'none'})")
+        console.out.print(f"[bold]{path.stem}[/]  profile {s['profile']} ({_spec(s)})")
         console.out.print(_turn_table(records))
         console.out.print(_summary_line(s))
         console.out.print(chart(records), markup=False)
         return 0
 
     table = console.table(
-        "session", "profile", "turns", "tokens", "gen tok/s", "vs first", "prefill", "draft", "cache",
-        left=("session", "profile"),
+        "session", "profile", "speculation", "turns", "tokens", "gen tok/s", "vs first", "prefill", "draft",
+        "cache", left=("session", "profile", "speculation"),
     )  # fmt: skip
     base = summaries[0]["median_gen_tok_s"]
     for s in summaries:
@@ -139,6 +144,7 @@ def cmd_stats(args: Namespace, settings: Settings) -> int:
         table.add_row(
             s["session"],
             s["profile"],
+            _spec(s),
             str(s["turns"]),
             str(s["output_tokens"]),
             _f(s["median_gen_tok_s"]),

@@ -1,9 +1,12 @@
 """Starting, watching and stopping llama-server from a profile.
 
 `plan_launch` resolves everything that can be checked before a process exists (binary, model files,
-flags against the binary's dialect). `start` runs the plan as a child in its own process group with
-its output in a log file, waits on /health, and turns an early exit into a diagnosis from the log.
-`stop` sends SIGTERM to the group, waits a grace period, then SIGKILL.
+flags against the binary's dialect) and runs the preflight on the GGUF headers
+(agent/server/preflight.py): a file that cannot work is refused before anything starts. `start` runs
+the plan as a child in its own process group with its output in a log file, waits on /health, and
+turns an early exit into a diagnosis from the log. A failure of the draft alone is a `DraftError`, the
+cue for the fallback in agent/connect.py. `stop` sends SIGTERM to the group, waits a grace period,
+then SIGKILL.
 """
 
 from __future__ import annotations
@@ -24,6 +27,14 @@ import httpx2
 from agent.errors import ServerError
 from agent.server.dialect import BinaryCapabilities, read_capabilities, translate_args
 from agent.server.embedded_model import embedded_key, lookup_embedded_model
+from agent.server.preflight import (
+    DFLASH_SPEC_TYPES,
+    DraftError,
+    PreflightReport,
+    flag_value,
+    preflight,
+    template_in_args,
+)
 from agent.server.profiles import EMBEDDED, LOOPBACK_HOSTS, ServerProfile
 from agent.server.registry import ServerRecord, ServerRegistry, process_start_time
 
@@ -56,6 +67,7 @@ class LaunchPlan:
     host: str
     port: int
     notes: list[str] = field(default_factory=list)
+    preflight: PreflightReport | None = None  # None: the profile turned it off (preflight = false)
 
     @property
     def base_url(self) -> str:
@@ -121,14 +133,28 @@ def resolve_model_file(value: str, what: str, profile: ServerProfile, paths: Mac
     path = Path(os.path.expandvars(value)).expanduser()
     if not path.is_absolute():
         path = paths.models_dir / path
+    # A draft that cannot be used is the fallback's cue (agent/connect.py): the target runs without it.
+    error = DraftError if what == "draft model" else ServerError
+    if path.is_dir():
+        raise error(
+            f"the {what} of profile '{profile.name}' is a folder, not a GGUF file: {path}",
+            f"The profile names '{value}'.",
+            "Name the .gguf file inside that folder.",
+            **(
+                {"reason": f"the draft model is a folder, not a GGUF file: {path}"}
+                if error is DraftError
+                else {}
+            ),
+        )
     if not path.is_file():
-        raise ServerError(
+        raise error(
             f"the {what} of profile '{profile.name}' is missing: {path}",
             f"The profile names '{value}', looked up in the models dir {paths.models_dir}."
             if not Path(value).expanduser().is_absolute()
             else f"The profile names {value}.",
             "Download the file there, or set AGENT_MODELS_DIR (or models_dir in config.toml) to the "
             "folder that holds it. Nothing is downloaded for you.",
+            **({"reason": f"the draft model is missing: {path}"} if error is DraftError else {}),
         )
     return path
 
@@ -151,7 +177,9 @@ def plan_launch(
     binary: str | None = None,
     api_key: str | None = None,
     ctx_size: int | None = None,
+    strict: bool = False,
 ) -> LaunchPlan:
+    """`strict`: a preflight warning (memory that will not fit, no chat template) refuses too."""
     if profile.kind == "attach":
         raise ServerError(
             f"profile '{profile.name}' attaches to {profile.base_url}; it is never started here",
@@ -190,7 +218,113 @@ def plan_launch(
             f"warning: listening on {host} without an API key; anyone on the network can use this "
             "server. Set AGENT_API_KEY to require one."
         )
-    return LaunchPlan(profile, bin_path, caps, translated.argv, env, host, port, notes)
+    plan = LaunchPlan(profile, bin_path, caps, translated.argv, env, host, port, notes)
+    if profile.preflight:
+        plan.preflight = preflight(
+            profile.name,
+            translated.argv,
+            model,
+            draft,
+            flag_value(translated.argv, "--spec-type"),
+            caps.dialect,
+            binary=bin_path,
+            binary_label=caps.label(),
+            template_given=template is not None
+            or bool(profile.chat_template)
+            or template_in_args(profile.args),
+            cache_dir=paths.cache_dir,
+        )
+        plan.preflight.raise_for_failures(strict)
+        notes += plan.preflight.notes()
+    return plan
+
+
+def check_profile(
+    profile: ServerProfile, paths: MachinePaths, binary: str | None = None, ctx_size: int | None = None
+) -> PreflightReport:
+    """The preflight as `agent server check` shows it: the binary, the files and the flags too, each a
+    row, and every check that can still run after one fails. It starts nothing."""
+    from agent.errors import AgentError
+    from agent.server.preflight import Finding
+
+    if ctx_size is not None:
+        profile = profile.model_copy(update={"ctx_size": ctx_size})
+    rows: list[Finding] = []
+    caps = bin_path = model = draft = template = None
+    draft_problem = None
+    try:
+        bin_path = resolve_binary(profile, paths, binary)
+        caps = read_capabilities(bin_path, paths.cache_dir)
+        rows.append(Finding("binary", "ok", caps.label(), bin_path))
+    except AgentError as exc:
+        rows.append(Finding("binary", "fail", exc.what, key="binary", found=exc.why, fix=exc.fix))
+    try:
+        if not profile.model:
+            raise ServerError(
+                f"profile '{profile.name}' names no model", fix="Set `model = ...` in the profile."
+            )
+        model = resolve_model_file(profile.model, "model", profile, paths)
+    except AgentError as exc:
+        rows.append(Finding("model file", "fail", exc.what, key="model", found=exc.why, fix=exc.fix))
+    spec = profile.speculative
+    if spec and spec.draft_model:
+        try:
+            draft = resolve_model_file(spec.draft_model, "draft model", profile, paths)
+        except AgentError as exc:
+            draft_problem = Finding(
+                "draft file",
+                "fail",
+                exc.what,
+                key="speculative.draft_model",
+                found=exc.why,
+                fix=exc.fix,
+                draft=True,
+            )
+    try:
+        template = (
+            _resolve_template(profile.chat_template_file, paths) if profile.chat_template_file else None
+        )
+    except AgentError as exc:
+        rows.append(Finding("chat template", "fail", exc.what, key="chat_template_file", fix=exc.fix))
+    argv = profile.server_args(
+        str(model or "model.gguf"), str(draft) if draft else None, str(template or "") or None
+    )
+    if caps is not None:
+        try:
+            translated = translate_args(argv, caps, profile.name)
+            argv = translated.argv
+            rows.append(
+                Finding(
+                    "flags",
+                    "ok",
+                    f"written for {profile.dialect}, the binary speaks {caps.dialect}: "
+                    + (", ".join(translated.notes) if translated.notes else "accepted as written"),
+                )
+            )
+        except ServerError as exc:
+            rows.append(Finding("flags", "fail", exc.what, found=exc.why, fix=exc.fix))
+    if model is None:
+        report = PreflightReport(profile.name)
+        if draft_problem is not None:
+            report.findings.append(draft_problem)
+    else:
+        report = preflight(
+            profile.name,
+            argv,
+            model,
+            draft,
+            flag_value(argv, "--spec-type") or (spec.type if spec else None),
+            caps.dialect if caps else "",
+            binary=bin_path,
+            binary_label=caps.label() if caps else "",
+            template_given=template is not None
+            or bool(profile.chat_template)
+            or template_in_args(profile.args),
+            cache_dir=paths.cache_dir,
+            draft_problem=draft_problem,
+        )
+    report.findings[:0] = rows
+    return report
 
 
 @dataclass
@@ -232,11 +366,13 @@ def start(
     progress: StartProgress | None = None,
     timeout: float | None = None,
     owned: bool = False,
+    draft_off: str = "",
 ) -> ServerHandle:
     """Start the planned server and wait until it is healthy; reuse ours if it already runs there.
 
     `owned`: this process will stop the server when it is done (recorded, so that a run killed before
-    it could do so leaves a server the next run adopts).
+    it could do so leaves a server the next run adopts). `draft_off`: why this start runs the profile
+    without its draft (recorded, so that a run reusing the server says so too).
     """
     progress = progress or (lambda _t, _m: None)
     existing = registry.at(plan.host, plan.port)
@@ -285,6 +421,7 @@ def start(
                 started_at=time.time(),
                 owner_pid=os.getpid() if owned else None,
                 owner_start=process_start_time(os.getpid()) if owned else "",
+                draft_off=draft_off,
             ),
             process=proc,
         )
@@ -343,7 +480,7 @@ def _wait_until_healthy(
             raise diagnose_exit(plan, code, log_path)
         status, _ = health(plan.base_url, timeout=1.0)
         if status == 200:
-            _check_first_completion(plan)
+            _check_first_completion(plan, log_path)
             progress(elapsed, "ready")
             return
         if elapsed > timeout:
@@ -357,12 +494,42 @@ def _wait_until_healthy(
         time.sleep(0.2)
 
 
-def _check_first_completion(plan: LaunchPlan) -> None:
+def dflash_fix(dialect: str) -> str:
+    """What to do about a draft the DFlash loader refused, naming the binary that loads each kind."""
+    own = {"upstream": "dflash", "beellama-0.1": "dflash-draft"}.get(dialect)
+    which = (
+        f"This binary ({dialect}) loads DFlash drafts with general.architecture '{own}'"
+        if own
+        else f"This binary ({dialect}) loads DFlash drafts of either architecture, dflash or dflash-draft"
+    )
+    return (
+        "speculative.draft_model must be a DFlash draft GGUF made for this target model. "
+        f"{which}; 'dflash' files load on upstream llama.cpp and BeeLlama 0.2+, 'dflash-draft' files "
+        "(the seed's Gemma 4 draft) on BeeLlama 0.1+. `agent server check PROFILE` reads the file's header."
+    )
+
+
+# BeeLlama 0.1 logs this at load for a draft without DFlash target layers, then answers every real
+# request with HTTP 500 "Invalid input batch" (FACTS.md); a 2-token request does not show it.
+_NO_TARGET_LAYERS = "n_target_layers=0"
+
+
+def _check_first_completion(plan: LaunchPlan, log_path: Path | None = None) -> None:
     """A DFlash server is only known good once it has drafted (FACTS.md: BeeLlama accepts a draft that
     is not a DFlash model, turns healthy, then answers 500 "Invalid input batch" to every request)."""
     spec = plan.profile.speculative
-    if not spec or "dflash" not in spec.type:
+    if not spec or not (set(spec.type.split(",")) & DFLASH_SPEC_TYPES):
         return
+    hit = _log_line(log_path, _NO_TARGET_LAYERS, also="dflash") if log_path else None
+    if hit:
+        raise DraftError(
+            f"llama-server for profile '{plan.profile.name}' loaded, but the draft model is not a DFlash model",
+            f"Its log says, before any request:\n  | {hit.strip()}\nn_target_layers=0: the draft has no "
+            'DFlash target layers, so every real request would fail with HTTP 500 "Invalid input batch".',
+            dflash_fix(plan.capabilities.dialect) + f"\nLog: {log_path}",
+            reason="the draft model is not a DFlash model (the server logged n_target_layers=0)",
+            log_path=str(log_path),
+        )
     headers = (
         {"Authorization": f"Bearer {plan.env['LLAMA_API_KEY']}"} if plan.env.get("LLAMA_API_KEY") else {}
     )
@@ -375,17 +542,29 @@ def _check_first_completion(plan: LaunchPlan) -> None:
         return  # an unreachable server shows up on the next health poll or request, with its own error
     if response.status_code >= 500:
         message = response.text[:300]
-        meaning = (
-            "the draft model is not a DFlash model"
-            if "Invalid input batch" in message
-            else "its first completion failed"
-        )
+        if "Invalid input batch" in message:
+            raise DraftError(
+                f"llama-server for profile '{plan.profile.name}' started, but the draft model is not a DFlash model",
+                f"A 2-token test request got HTTP {response.status_code}: {message}",
+                dflash_fix(plan.capabilities.dialect) + f"\nLog: {log_path}",
+                reason='the draft model is not a DFlash model (HTTP 500 "Invalid input batch")',
+                log_path=str(log_path or ""),
+            )
         raise ServerError(
-            f"llama-server for profile '{plan.profile.name}' started, but {meaning}",
+            f"llama-server for profile '{plan.profile.name}' started, but its first completion failed",
             f"A 2-token test request got HTTP {response.status_code}: {message}",
-            "speculative.draft_model must be a DFlash draft GGUF (architecture dflash-draft) made for this "
-            f"model. Log: {plan.profile.name}-{plan.port}.log in the state dir.",
+            f"Log: {log_path}",
         )
+
+
+def _log_line(path: Path, needle: str, also: str = "") -> str | None:
+    """The first line of the log holding `needle` (and `also`, in any case); the load is at its start."""
+    try:
+        with path.open("rb") as f:
+            text = f.read(8 * 1024 * 1024).decode("utf-8", "replace")
+    except OSError:
+        return None
+    return next((line for line in text.splitlines() if needle in line and also.lower() in line.lower()), None)
 
 
 def log_tail(path: Path, lines: int = 15) -> list[str]:
@@ -410,48 +589,80 @@ def _loading_phase(log_path: Path) -> str:
     return ""
 
 
-# A line in the log of a server that exited while starting, and what it means for the user.
-_DIAGNOSES: list[tuple[str, str, str]] = [
+# A line in the log of a server that exited while starting, what it means for the user, what to do
+# ("dflash": the fix names the binary that loads each DFlash architecture), and whether the draft alone
+# is at fault (a DraftError: the fallback can run the target without it). Draft lines come first: the
+# generic "failed to load model" line follows them in the same log.
+_DIAGNOSES: list[tuple[str, str, str, bool]] = [
+    ("DFlash model has no target_layer_ids", "the draft model is not a DFlash model", "dflash", True),
     (
-        "DFlash model has no target_layer_ids",
-        "the draft model is not a DFlash model",
-        "speculative.draft_model must be a DFlash draft GGUF (architecture dflash-draft) made for this "
-        "model, e.g. gemma4-31b-it-dflash-Q5_K_M.gguf for Gemma 4 31B.",
+        "DFlash model requires 'target_layers'",
+        "the DFlash draft has no target_layers in its metadata",
+        "dflash",
+        True,
+    ),
+    (
+        "unknown model architecture: 'dflash-draft'",
+        "this binary cannot load a dflash-draft model (BeeLlama 0.1's DFlash format)",
+        "dflash",
+        True,
+    ),
+    (
+        "unknown model architecture: 'dflash'",
+        "this binary cannot load a dflash model (upstream llama.cpp's DFlash format)",
+        "dflash",
+        True,
+    ),
+    (
+        "vocabs are not compatible",
+        "the draft's tokenizer does not match the target's",
+        "A draft must share the target's tokenizer: pick one of the same model family. "
+        "`agent server check PROFILE` says where they differ.",
+        True,
+    ),
+    (
+        "failed to load draft model",
+        "llama-server could not load the draft model",
+        "Check that speculative.draft_model is a complete GGUF this binary supports "
+        "(`agent server check PROFILE` reads its header).",
+        True,
     ),
     (
         "unknown speculative type",
         "this llama-server does not know the speculative type",
         "Use a --spec-type the binary lists in its --help, or a binary that has it.",
+        False,
     ),
     (
         "invalid argument",
         "llama-server refused an argument",
         "Remove or fix that flag in the profile.",
+        False,
     ),
     (
         "error while handling argument",
         "llama-server refused an argument",
         "Remove or fix that flag in the profile.",
+        False,
     ),
-    (
-        "couldn't bind",
-        "the port is already in use",
-        "Pass --port to use another port.",
-    ),
+    ("couldn't bind", "the port is already in use", "Pass --port to use another port.", False),
     (
         "out of memory",
         "the model does not fit in memory",
         "Lower ctx_size or gpu_layers in the profile, or use a smaller quantization.",
+        False,
     ),
     (
         "failed to allocate",
         "the model does not fit in memory",
         "Lower ctx_size or gpu_layers in the profile, or use a smaller quantization.",
+        False,
     ),
     (
         "failed to load model",
         "llama-server could not load the model file",
         "Check that the file is a complete GGUF this build supports (a partial download fails this way).",
+        False,
     ),
 ]
 
@@ -463,14 +674,18 @@ def diagnose_exit(plan: LaunchPlan, code: int, log_path: Path) -> ServerError:
         signal_name = f" (killed by {signal.Signals(-code).name})"
     elif code == 134:
         signal_name = " (SIGABRT: an assertion failed)"
-    for needle, meaning, fix in _DIAGNOSES:
+    for needle, meaning, fix, draft in _DIAGNOSES:
         hit = next((line for line in reversed(lines) if needle.lower() in line.lower()), None)
         if hit:
-            return ServerError(
-                f"llama-server for profile '{plan.profile.name}' exited while starting: {meaning}",
-                f"Exit code {code}{signal_name}. The log says:\n  | {hit.strip()}",
-                f"{fix}\nFull log: {log_path}",
-            )
+            what = f"llama-server for profile '{plan.profile.name}' exited while starting: {meaning}"
+            why = f"Exit code {code}{signal_name}. The log says:\n  | {hit.strip()}"
+            cause = next((line for line in reversed(lines) if "error loading model" in line), None)
+            if cause and cause is not hit:  # what the loader itself objected to, e.g. a missing key
+                why += f"\n  | {cause.strip()}"
+            fix = f"{dflash_fix(plan.capabilities.dialect) if fix == 'dflash' else fix}\nFull log: {log_path}"
+            if draft and plan.profile.speculative is not None:
+                return DraftError(what, why, fix, reason=meaning, log_path=str(log_path))
+            return ServerError(what, why, fix)
     return ServerError(
         f"llama-server for profile '{plan.profile.name}' exited with code {code}{signal_name} while starting",
         "Last lines of its log:\n" + _tail_text(log_path),
@@ -488,6 +703,7 @@ def stop(handle: ServerHandle | ServerRecord, registry: ServerRegistry, grace: f
         registry.remove(record.pid)
         return False
     _signal_group(record.pid, signal.SIGTERM)
+    _signal_group(record.pid, signal.SIGCONT)  # a stopped (SIGSTOP) server acts on SIGTERM only once continued
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and _running(record, proc):
         time.sleep(0.05)

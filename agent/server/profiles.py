@@ -2,7 +2,8 @@
 
 A profile is validated by one pydantic model when it is loaded; errors name the file and the field.
 Profiles come from the built-in `server_profiles/` folder, then the user's config folder, then the
-project's `.agent/profiles/`; a later one with the same name replaces an earlier one.
+project's `.agent/profiles/`; a later one with the same name replaces an earlier one. A project's
+profiles count only in a folder the user trusted (agent/trust.py): a profile names a binary to run.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from agent.config import config_dir, describe_validation_error
 from agent.errors import ConfigError
+from agent.trust import PROJECT_PROFILES, is_trusted
 
 EMBEDDED = "embedded"
 Dialect = Literal["upstream", "beellama-0.1", "beellama-0.4"]
@@ -113,6 +115,16 @@ class ServerProfile(BaseModel):
         "tools",
         description="How the model acts: native tool calls, or edit blocks written as text (small models).",
     )
+    fallback: bool = Field(
+        True,
+        description="When the draft fails (preflight, at load, or at the first request), run the same "
+        "target without it and mark the session 'draft off'. false: refuse instead.",
+    )
+    preflight: bool = Field(
+        True,
+        description="Check the GGUF headers (draft type, tokenizer, memory, chat template) before a launch. "
+        "false: launch without reading them.",
+    )
 
     @field_validator("args")
     @classmethod
@@ -187,8 +199,8 @@ def builtin_profiles_dir() -> Path:
 
 def profile_dirs(workspace: Path | None = None) -> list[Path]:
     dirs = [builtin_profiles_dir(), config_dir() / "profiles"]
-    if workspace is not None:
-        dirs.append(workspace / ".agent" / "profiles")
+    if workspace is not None and is_trusted(workspace):
+        dirs.append(workspace / PROJECT_PROFILES)
     return dirs
 
 
@@ -230,6 +242,14 @@ def get_profile(name: str, workspace: Path | None = None) -> ServerProfile:
             raise ConfigError(f"profile file {path} does not exist")
         return load_profile_file(path)
     profiles = load_profiles(workspace)
+    untrusted = workspace / PROJECT_PROFILES / f"{name}.toml" if workspace is not None else None
+    if name not in profiles and untrusted is not None and untrusted.is_file():
+        raise ConfigError(
+            f"profile '{name}' is in {untrusted.parent}, and that folder is not trusted",
+            "A project's .agent/profiles count only once you trust the project: a profile names a "
+            "program to run.",
+            f"Read {untrusted}, then run `agent trust` in {workspace} (or /trust in the TUI).",
+        )
     if name not in profiles:
         known = ", ".join(sorted(profiles)) or "(none)"
         raise ConfigError(

@@ -31,6 +31,8 @@ class ServerRecord:
     # `agent server start`). A server whose owner died (kill -9) is adopted by the next run using it.
     owner_pid: int | None = None
     owner_start: str = ""
+    # Why this server runs its profile without the draft (the fallback, agent/connect.py); "" otherwise.
+    draft_off: str = ""
 
     def is_alive(self) -> bool:
         return process_start_time(self.pid) == self.proc_start and self.proc_start != ""

@@ -26,6 +26,7 @@ from agent.events import (
     AssistantMessage,
     CheckFinished,
     Compacted,
+    DraftOff,
     ErrorEvent,
     Event,
     Notice,
@@ -37,6 +38,7 @@ from agent.events import (
     TurnCompleted,
     TurnStarted,
 )
+from agent.trust import is_trusted, untrusted_notice
 from agent.tui import slash
 from agent.tui.approval_bar import ApprovalBar
 from agent.tui.completion_menu import CompletionMenu
@@ -82,6 +84,7 @@ class AgentApp(App):
         self._turn_started = 0.0
         self._deltas = 0
         self._batch: list[Event] | None = None  # the deltas of the Deltas message not yet handled
+        self._trust_noticed = False
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -102,6 +105,8 @@ class AgentApp(App):
         server = profile.base_url if profile.kind == "attach" else profile.name
         model = recorder.meta["model"] if recorder else ""
         spec = profile.spec_label if profile.kind != "attach" else ""
+        if spec and self.session.connection is not None and self.session.connection.draft_off:
+            spec = "off (the draft failed)"
         return " ─ ".join(
             part for part in ("agent", where, server, model, spec and f"speculation: {spec}") if part
         )
@@ -121,7 +126,17 @@ class AgentApp(App):
     async def on_mount(self) -> None:
         self.status.approval = self.session.options.approval or self.session.settings.approval
         self.prompt.focus()
+        if not self.resume:  # a resumed session's replay clears the conversation: shown after it then
+            self._notice_untrusted()
         await self.start_server()
+
+    def _notice_untrusted(self) -> None:
+        """Once per run: the project files ignored because this folder is not trusted."""
+        if not self._trust_noticed and (
+            ignored := untrusted_notice(self.session.workspace, how="type /trust")
+        ):
+            self.session.emit(Notice(ignored))
+        self._trust_noticed = True
 
     # ------------------------------------------------------------------ the server
     async def start_server(self) -> None:
@@ -199,6 +214,7 @@ class AgentApp(App):
             from agent.session import load_session
 
             await self.show_recorded(load_session(state_dir(), self.session.session_id).events)
+        self._notice_untrusted()
         if history:
             self._record_carried(history)
         self.ready = True
@@ -345,6 +361,10 @@ class AgentApp(App):
             self.query_one(SpeedPanel).add_turn(event.stats)
             self.status.state = "working" if self.busy else "ready"
             self.refresh_figures()
+        elif isinstance(event, DraftOff):
+            self.status.draft_off = event.reason
+            self.query_one("#title", Static).update(self._title())
+            await conversation.notice(event.message, "warning")
         elif isinstance(event, Notice):
             await conversation.notice(event.message)
         elif isinstance(event, Compacted) and event.tokens_before:
@@ -360,6 +380,7 @@ class AgentApp(App):
             await self._error(event)
         elif isinstance(event, SessionStarted):
             self.status.detail = ""
+            self.status.draft_off = ""  # a new session on a new connection: its DraftOff follows
 
     async def _error(self, event: ErrorEvent) -> None:
         if event.error in ("server_gone", "server_failure", "server_loading"):
@@ -405,7 +426,12 @@ class AgentApp(App):
         request = pending.request
         if message.save and request.suggested_rule:
             path = self.session.save_rule(request.name, request.suggested_rule)
-            self.notify(f'{request.name}: "{request.suggested_rule}" is now allowed in {path}')
+            later = (
+                ""
+                if is_trusted(self.session.workspace)
+                else " (later sessions use it once you /trust this folder)"
+            )
+            self.notify(f'{request.name}: "{request.suggested_rule}" is now allowed in {path}{later}')
         if view := self.conversation.tool_view(request.call_id):
             view.set_state("running")
         if not pending.answer.done():

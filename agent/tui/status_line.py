@@ -1,5 +1,6 @@
-"""The status line: the server's state, live and recent speed, draft acceptance, cache reuse,
-context used, the approval mode and the checkpoints /undo can restore."""
+"""The status line: the server's state, live and recent speed, draft acceptance (or "draft off" when
+the profile's draft failed and the server runs without it), cache reuse, context used, the approval
+mode and the checkpoints /undo can restore."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ class StatusLine(Static):
     approval = reactive("ask")
     checkpoints = reactive(0)
     context = reactive((0, 0))
+    draft_off = reactive("")  # why the server runs without the profile's draft
 
     def __init__(self) -> None:
         super().__init__(id="status")
@@ -56,7 +58,10 @@ class StatusLine(Static):
         if gen:
             line.append(f" {sparkline(gen)}", "cyan")
         last = self.turns[-1] if self.turns else None
-        if last is not None and last.acceptance is not None:
+        if self.draft_off:
+            reason = self.draft_off if len(self.draft_off) <= 48 else self.draft_off[:47] + "…"
+            line.append(f"  draft off: {reason}", "yellow")
+        elif last is not None and last.acceptance is not None:
             line.append(f"  draft {last.acceptance:.0%}")
         if last is not None and last.cache_reuse is not None:
             line.append(f"  cache {last.cache_reuse:.0%}")

@@ -48,7 +48,8 @@ def test_logs_show_the_log_of_a_server_that_failed_to_start(embedded, capsys, tm
 
     (tmp_path / "bad.gguf").write_bytes(b"not a model")
     plan = plan_launch(
-        ServerProfile(name="bad", model="bad.gguf"),
+        # (no preflight: it would refuse this file before anything starts, and leave no log to show)
+        ServerProfile(name="bad", model="bad.gguf", preflight=False),
         paths_with(embedded, tmp_path, tmp_path),
         port=free_port(),
     )

@@ -28,6 +28,7 @@ from agent.server.embedded_model import (
 from agent.server.lifecycle import MachinePaths, plan_launch
 from agent.server.profiles import ServerProfile, Speculative
 from tests.conftest import fake_binary
+from tests.gguf_files import CHAT_TEMPLATE, write_gguf
 
 PART_SIZE, LAST_SIZE, PARTS = 1000, 300, 3
 
@@ -184,9 +185,8 @@ def test_profiles_name_embedded_models_for_the_model_and_the_draft(tmp_path):
 
     def embedded_model(key: str) -> Path:
         asked.append(key)
-        path = tmp_path / f"{key}.gguf"
-        path.write_bytes(b"GGUF")
-        return path
+        # (a real GGUF header: the preflight reads it when the launch is planned)
+        return write_gguf(tmp_path / f"{key}.gguf", "qwen2", chat_template=CHAT_TEMPLATE)
 
     paths = MachinePaths(
         models_dir=tmp_path,

@@ -16,6 +16,7 @@ import pytest
 
 from agent.errors import ServerError
 from agent.server.lifecycle import health, plan_launch, start, stop
+from agent.server.preflight import DraftError
 from agent.server.profiles import ServerProfile, Speculative, get_profile
 from agent.server.registry import ServerRecord, ServerRegistry, process_start_time
 from tests.conftest import FIXTURES, free_port, llama_server_pids, paths_with, start_profile
@@ -106,7 +107,9 @@ def _custom_plan(embedded, tmp_path, profile: ServerProfile, models_dir: Path | 
 
 def test_a_server_that_crashes_while_loading_fails_at_once_with_its_log(embedded, isolated_state, tmp_path):
     (tmp_path / "broken.gguf").write_bytes(b"GGUF" + os.urandom(4096))
-    plan = _custom_plan(embedded, tmp_path, ServerProfile(name="broken", model="broken.gguf", ctx_size=512))
+    # (the preflight would refuse this file before any launch: tests/server/test_preflight.py)
+    profile = ServerProfile(name="broken", model="broken.gguf", ctx_size=512, preflight=False)
+    plan = _custom_plan(embedded, tmp_path, profile)
     started = time.monotonic()
     with pytest.raises(ServerError) as caught:
         start(plan, ServerRegistry(isolated_state), isolated_state / "logs", timeout=120)
@@ -122,14 +125,18 @@ def test_a_draft_that_is_not_dflash_is_reported_as_such_upstream(embedded, isola
         model="embedded",
         ctx_size=1024,
         speculative=Speculative(type="draft-dflash", draft_model=str(embedded.embedded_model())),
+        preflight=False,  # the preflight refuses it before launch; this is what the server itself does
     )
     plan = _custom_plan(embedded, tmp_path, profile)
-    with pytest.raises(ServerError) as caught:
+    with pytest.raises(DraftError) as caught:
         start(plan, ServerRegistry(isolated_state), isolated_state / "logs", timeout=120)
     text = str(caught.value)
     assert "the draft model is not a DFlash model" in text
     assert "target_layer_ids" in text  # the log line itself
     assert "timeout" not in text.lower()
+    # The fix names what this binary loads, not BeeLlama's architecture for everyone.
+    assert "This binary (upstream) loads DFlash drafts with general.architecture 'dflash'" in text
+    assert caught.value.log_path.endswith(".log") and Path(caught.value.log_path).is_file()
 
 
 def test_a_server_that_is_not_ready_in_time_is_stopped_and_reported(embedded, isolated_state, tmp_path):

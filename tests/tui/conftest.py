@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from agent.trust import trust
 from tests.conftest import FIXTURES, free_port
+from tests.gguf_files import CHAT_TEMPLATE, write_gguf
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -18,15 +20,16 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def scripted_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
     """scripted_profile(workspace, name, replies=[...], default={...}) writes .agent/profiles/NAME.toml
-    and returns its port. The replies travel in the profile's environment for the server process."""
+    and returns its port. The replies travel in the profile's environment for the server process.
+    The workspace is trusted, as a project's own profiles count only then (agent/trust.py)."""
     binary = tmp_path / "scripted-bin" / "llama-server"
     binary.parent.mkdir(exist_ok=True)
     binary.write_text(
         f"#!/bin/sh\ncd '{REPO}'\nexec '{sys.executable}' -m tests.scripted_server --as-llama-server \"$@\"\n"
     )
     binary.chmod(0o755)
-    model = tmp_path / "scripted-bin" / "model.gguf"
-    model.write_bytes(b"GGUF placeholder")
+    # A real GGUF header (with a chat template): the preflight reads it before each launch.
+    model = write_gguf(tmp_path / "scripted-bin" / "model.gguf", "scripted", chat_template=CHAT_TEMPLATE)
     monkeypatch.setenv("SCRIPTED_HELP", str(FIXTURES / "llama-server-upstream-help.txt"))
 
     def write(
@@ -37,6 +40,7 @@ def scripted_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callabl
         model_path: Path | None = None,
     ) -> int:
         port = free_port()
+        trust(workspace)
         folder = workspace / ".agent" / "profiles"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{name}.toml").write_text(
