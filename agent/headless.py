@@ -4,9 +4,17 @@ The task is the Markdown body; optional YAML front matter sets the profile, work
 approval mode, sampling overrides and a `check` command that decides success. Progress goes to
 stderr, the final answer to stdout; `--json` writes one event per line to stdout instead.
 Nothing ever waits for input: what would need approval is refused and the model is told why.
+Everything written out, to stdout and stderr alike, has its secrets redacted (agent/redact.py).
 
 Exit codes: 0 success, 1 the task or its check failed, 2 usage or configuration, 3 a limit was hit,
-4 the server failed, 130 interrupted.
+4 the server failed, 5 another agent works in this workspace (or has this session open), 130
+interrupted (SIGINT, Ctrl+C), 143 terminated (SIGTERM).
+
+One agent per workspace: the run holds the workspace's lock and its session's (agent/lock.py) from
+before the server starts until it ends, and a second agent is refused with exit 5, naming the first.
+SIGINT and SIGTERM during the work cancel it, so that the transcript ends with `session.finished`
+("interrupted") and every started tool call has a result; SIGTERM earlier (while the server starts,
+say) unwinds the same way, stopping a server the run started.
 """
 
 from __future__ import annotations
@@ -18,21 +26,31 @@ import shlex
 import shutil
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+from frontmatter.default_handlers import YAMLHandler
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.checks import CheckResult, work_until_checked
-from agent.config import ApprovalMode, Settings, describe_validation_error, state_dir
+from agent.config import ApprovalMode, Settings, describe_validation_error, load_settings, state_dir
 from agent.errors import AgentError, ConfigError
 from agent.events import ErrorEvent, Event, Notice, ReasoningDelta, SessionFinished, SessionStarted, TextDelta
 from agent.llm import ModelClient
+from agent.redact import redact, redact_record, register_run
+from agent.trust import untrusted_notice
 
 DEFAULT_CHECK_ROUNDS = 3
-EXIT = {"success": 0, "failed": 1, "config": 2, "limit": 3, "server": 4, "interrupted": 130}
+# What `--resume` without a task file says when the session ended on the model's answer.
+RESUME_PROMPT = "Carry on with the task from where you stopped. If it is done, say so in one line."
+EXIT = {
+    "success": 0, "failed": 1, "config": 2, "limit": 3, "server": 4, "busy": 5, "interrupted": 130,
+    "terminated": 143,
+}  # fmt: skip
+SIGNAL_EXIT = {signal.SIGINT: EXIT["interrupted"], signal.SIGTERM: EXIT["terminated"]}  # 128 + the signal
 
 
 class SamplingOverrides(BaseModel):
@@ -91,6 +109,9 @@ class TaskSpec(BaseModel):
         return value
 
 
+_FRONT_MATTER = YAMLHandler()
+
+
 @dataclass
 class Task:
     spec: TaskSpec
@@ -99,19 +120,24 @@ class Task:
 
 
 def parse_task(text: str, source: str) -> tuple[TaskSpec, str]:
+    """The front matter and the task. python-frontmatter finds the `---` lines whatever the line endings
+    (CRLF from Windows editors) and takes an empty block; a UTF-8 BOM is dropped first, or the front
+    matter would silently become part of the task."""
+    text = text.removeprefix("\ufeff")
     front: dict[str, Any] = {}
     body = text
-    if text.startswith("---"):
-        match = re.match(r"---[ \t]*\n(.*?)\n---[ \t]*(?:\n|$)", text, re.S)
-        if not match:
-            raise ConfigError(f"{source}: the front matter has no closing '---' line")
+    if _FRONT_MATTER.detect(text):
         try:
-            loaded = yaml.safe_load(match.group(1)) or {}
+            block, body = _FRONT_MATTER.split(text)
+        except ValueError:
+            raise ConfigError(f"{source}: the front matter has no closing '---' line") from None
+        try:
+            loaded = _FRONT_MATTER.load(block)
         except yaml.YAMLError as exc:
             raise ConfigError(f"{source}: the front matter is not valid YAML", str(exc)) from exc
-        if not isinstance(loaded, dict):
+        if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{source}: the front matter must be a mapping of keys to values")
-        front, body = loaded, text[match.end() :]
+        front = loaded or {}
     try:
         spec = TaskSpec.model_validate(front)
     except ValidationError as exc:
@@ -121,7 +147,7 @@ def parse_task(text: str, source: str) -> tuple[TaskSpec, str]:
             describe_validation_error(source, exc),
             f"Known keys: {known}.",
         ) from exc
-    return spec, body.strip()
+    return spec, body.replace("\r\n", "\n").strip()
 
 
 def load_task(path: Path) -> Task:
@@ -134,13 +160,21 @@ def load_task(path: Path) -> Task:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"task file {path} is not UTF-8 text", f"Byte {exc.start} cannot be decoded.", "Save it as UTF-8."
-        ) from exc
+        utf16 = data.startswith((b"\xff\xfe", b"\xfe\xff"))
+        why = "It is UTF-16 (it starts with that BOM)." if utf16 else f"Byte {exc.start} cannot be decoded."
+        raise ConfigError(f"task file {path} is not UTF-8 text", why, "Save it as UTF-8.") from exc
     spec, body = parse_task(text, str(path))
     if not body:
         raise ConfigError(f"task file {path} holds no task", "After the front matter there is no text.")
     return Task(spec, body, path)
+
+
+# What a check may start with that is the shell's own, never a program on PATH (was: `if ...; fi`
+# refused as "the check command's program 'if' is not installed").
+SHELL_WORDS = frozenset({
+    "cd", "test", "[", "[[", "true", "false", "if", "for", "while", "until", "case", "select", "{", "(",
+    "!", "function", "exec", "eval", "source", ".", "set", "export", "command", "builtin", "time",
+})  # fmt: skip
 
 
 def check_command_exists(command: str, workdir: Path) -> None:
@@ -150,8 +184,8 @@ def check_command_exists(command: str, workdir: Path) -> None:
     except ValueError as exc:
         raise ConfigError(f"the check command cannot be parsed: {command}", str(exc)) from exc
     program = next((w for w in words if "=" not in w), "")
-    if not program or "/" in program or program in {"cd", "test", "[", "true", "false"}:
-        return  # a path may be made by the task itself; shell builtins always exist
+    if not program or "/" in program or program in SHELL_WORDS:
+        return  # a path may be made by the task itself; shell builtins and keywords always exist
     if shutil.which(program) is None:
         raise ConfigError(
             f"the check command's program '{program}' is not installed", f"check: {command}",
@@ -169,14 +203,14 @@ class Printer:
         if isinstance(event, TextDelta | ReasoningDelta):
             return
         if self.json_lines:
-            sys.stdout.write(json.dumps(event.to_json(), ensure_ascii=False, default=str) + "\n")
+            sys.stdout.write(json.dumps(redact_record(event.to_json()), ensure_ascii=False) + "\n")
             sys.stdout.flush()
             return
         if self.quiet:
             return
         line = self.describe(event)
         if line:
-            print(line, file=sys.stderr, flush=True)
+            print(redact(line), file=sys.stderr, flush=True)
 
     @staticmethod
     def describe(event: Event) -> str:
@@ -184,10 +218,11 @@ class Printer:
         if kind == "assistant.message" and event.content.strip() and event.tool_calls:
             # (an answer without tool calls is the final one: it goes to stdout at the end)
             return "  " + event.content.strip().replace("\n", "\n  ")
+        # (redacted before they are cut short: half a key is no longer recognisable)
         if kind == "tool.call":
-            return f"▸ {event.name}  {event.summary}"[:200]
+            return f"▸ {event.name}  {redact(event.summary)}"[:200]
         if kind == "tool.result":
-            first = event.output.strip().splitlines()[-1:] or [""]
+            first = redact(event.output).strip().splitlines()[-1:] or [""]
             return f"  {'✓' if event.ok else '✗'} {event.seconds:.2f} s  {first[0][:120]}"
         if kind == "turn.completed":
             return f"  turn {event.turn} · {event.stats.summary()}"
@@ -196,15 +231,17 @@ class Printer:
             return f"[check {event.round}] `{event.command}` {verdict} ({event.seconds:.1f} s)"
         if kind == "compaction":
             return f"[compaction] {event.tokens_before} → {event.tokens_after} tokens ({event.reason})"
-        if kind in ("notice", "error"):
+        if kind in ("notice", "error", "draft.off"):
             return f"[{kind}] {event.message}"
         if kind == "permission.decided" and event.decision == "deny":
             return f"  denied: {event.reason}"
         return ""
 
 
-async def run_task(args: Any, settings: Settings) -> int:
-    from agent.connect import connect, resolve_profile
+async def run_task(args: Any, settings: Settings, observe: Callable[[Event], None] | None = None) -> int:
+    """`observe`, when given, sees every event too (`agent new` reads the session and its end)."""
+    from agent.connect import connect, draft_recovery, resolve_profile
+    from agent.lock import AgentLocks
     from agent.loop import Limits
     from agent.prompt import system_prompt
     from agent.recorder import SessionRecorder
@@ -218,9 +255,9 @@ async def run_task(args: Any, settings: Settings) -> int:
         raise ConfigError(
             "give a task file, or --resume SESSION", fix="agent run TASK.md  |  agent run --resume ID"
         )
-    started = resumed.started if resumed else {}
-    # A resume without a task file carries on under the original task's front matter (its approval
-    # mode, limits, check and MCP servers); a new task file given with --resume brings its own.
+    started = resumed.latest_started if resumed else {}
+    # A resume without a task file carries on under the task's front matter (its approval mode, limits,
+    # check and MCP servers: the latest given); a new task file given with --resume brings its own.
     spec = task.spec if task else TaskSpec.model_validate(started.get("options", {}))
 
     workdir = Path(
@@ -235,10 +272,16 @@ async def run_task(args: Any, settings: Settings) -> int:
         workdir.mkdir(parents=True)  # a task may start from nothing: scaffolding a new project
         if not args.quiet and not args.json:
             print(f"created the workdir {workdir}", file=sys.stderr)
+    if workdir.resolve() != Path.cwd().resolve():  # the project config is the workspace's, not here's
+        settings = load_settings(workdir)
     if spec.check:
         check_command_exists(spec.check, workdir)
+    # A session attached with --base-url (or AGENT_BASE_URL) reconnects to that URL on --resume: its
+    # profile, "attach", alone would mean the attach profile's own 127.0.0.1:8910. A profile named now wins.
+    named_now = args.profile or (spec.profile if task else None)
+    base_url = args.base_url or (None if named_now else started.get("base_url") or None)
     profile = resolve_profile(
-        settings, args.profile or spec.profile or started.get("profile"), args.base_url, workdir
+        settings, named_now or spec.profile or started.get("profile"), base_url, workdir
     )
     actions = args.actions or spec.actions or profile.actions
     approval = args.approval or spec.approval or settings.approval
@@ -250,15 +293,23 @@ async def run_task(args: Any, settings: Settings) -> int:
     )
     progress = None if (args.quiet or args.json) else _start_progress(profile.name)
 
-    with connect(settings, profile, start_progress=progress, on_build=_announce_build) as conn:
+    mcp_servers = mcp_configs(settings, workdir, spec.mcp)
+    session_id = resumed.session_id if resumed else new_session_id()
+    # Before a server starts or a file is touched: a second agent here is refused, naming the first.
+    with (
+        AgentLocks(state_dir(), workdir, "agent run").holding(session_id),
+        connect(settings, profile, start_progress=progress, on_build=_announce_build) as conn,
+    ):
+        register_run(conn.endpoint.api_key, mcp_servers)  # before the first event is written
         client = ModelClient(conn.endpoint)
         model = await client.model_name()
-        session_id = resumed.session_id if resumed else new_session_id()
         recorder = SessionRecorder(state_dir(), session_id, profile.name, model, profile.spec_label)
 
         def emit(event: Event) -> None:
             recorder(event)
             printer(event)
+            if observe is not None:
+                observe(event)
 
         emit(
             SessionStarted(
@@ -269,12 +320,17 @@ async def run_task(args: Any, settings: Settings) -> int:
                 (task.body if task else "")[:500],
                 bool(resumed),
                 spec.model_dump(exclude_none=True, exclude_defaults=True),
+                (profile.base_url or "") if profile.name == "attach" else "",
             )
         )
         for note in conn.notes:
             emit(Notice(note))
+        if draft_off := conn.draft_off_event():
+            emit(draft_off)
+        if ignored := untrusted_notice(workdir):
+            emit(Notice(ignored))
         workbench = Workbench(workdir)
-        mcp = await start_mcp(mcp_configs(settings, workdir, spec.mcp), emit, state_dir() / "logs")
+        mcp = await start_mcp(mcp_servers, emit, state_dir() / "logs")
         try:
             agent = await build_agent(
                 settings, workbench, client, emit, approve=None, approval=approval, limits=limits,
@@ -283,7 +339,17 @@ async def run_task(args: Any, settings: Settings) -> int:
                 extra_tools=mcp.tools, actions=actions,
             )  # fmt: skip
             agent.request_overrides = spec.sampling.model_dump(exclude_none=True)
+            agent.recover = draft_recovery(conn, emit)  # a draft failing at a request: on without it
             message = workbench.task_message(task.body, actions, agent.context) if task else None
+            if (
+                message is None
+                and agent.messages[-1]["role"] == "assistant"
+                and not agent.messages[-1].get("tool_calls")
+            ):
+                # The session ended on the model's answer: sent as it is, a server continues that answer
+                # (llama.cpp takes a last assistant message as a prefix), the transcript gets two answers
+                # in a row, and the next resume is refused ("Cannot have 2 or more assistant messages").
+                message = RESUME_PROMPT
             rounds = args.check_rounds if args.check_rounds is not None else spec.check_rounds
             work = work_until_checked(
                 agent, message, spec.check, workdir, DEFAULT_CHECK_ROUNDS if rounds is None else rounds, emit
@@ -292,13 +358,17 @@ async def run_task(args: Any, settings: Settings) -> int:
         finally:
             await mcp.close()
             await client.close()
+        gone = outcome is not None and outcome.error.startswith(("ServerGone", "ServerStalled"))
+        if gone and (fate := conn.server_fate()):
+            # The request failed because the server this run started died or was stopped: say so.
+            emit(Notice(f"{fate}. `agent run --resume {session_id}` starts it again and continues."))
         status, code = _result(outcome, check, interrupted)
-        if settings.auto_commit and workbench.checkpoints and status == "completed":
-            sha = workbench.checkpoints.commit_changes(
+        if settings.auto_commit and status == "completed":
+            note = workbench.auto_commit(
                 f"agent: {(task.body if task else 'resumed task').splitlines()[0][:60]}"
             )
-            if sha:
-                emit(Notice(f"committed {sha[:10]}"))
+            if note:
+                emit(Notice(note))
         summary = {
             **recorder.summary(),
             "exit_code": code,
@@ -308,7 +378,7 @@ async def run_task(args: Any, settings: Settings) -> int:
         emit(SessionFinished(status, len(recorder.stats), outcome.final if outcome else "", summary))
         recorder.close()
     if not args.json and outcome and outcome.final:
-        print(outcome.final)
+        print(redact(outcome.final))
     if not args.json and not args.quiet:
         _explain(status, check, outcome, session_id, summary)
     return code
@@ -319,37 +389,49 @@ def _relative_to_task(workdir: str, task: Task | None) -> Path:
     return path if path.is_absolute() or task is None or task.path is None else task.path.parent / path
 
 
-async def _attempt(agent, work, time_limit: float | None, emit) -> tuple[Any, CheckResult | None, bool]:
-    """(outcome, last check, interrupted): the agent's work, ended early by a signal or the time limit."""
+async def _attempt(agent, work, time_limit: float | None, emit) -> tuple[Any, CheckResult | None, int | None]:
+    """(outcome, last check, the signal that interrupted it or None): the agent's work, ended early by
+    SIGINT or SIGTERM, or by the time limit."""
     from agent.loop import Outcome
 
+    received: list[int] = []
     try:
-        outcome, check = await _run_interruptible(work, time_limit)
-        return outcome, check, False
+        outcome, check = await _run_interruptible(work, time_limit, received)
+        return outcome, check, None
     except asyncio.CancelledError:
-        return None, None, True
+        return None, None, received[0] if received else signal.SIGINT
     except TimeoutError:
         outcome = Outcome("limit", "", agent.turn, f"reached the time limit of {time_limit:.0f} s")
         emit(ErrorEvent("limit", outcome.error))
-        return outcome, None, False
+        return outcome, None, None
 
 
-async def _run_interruptible(coro, time_limit: float | None):
-    """Run the agent as a task that SIGINT and SIGTERM cancel, so it can leave a consistent history."""
+async def _run_interruptible(coro, time_limit: float | None, received: list[int]):
+    """Run the agent as a task that SIGINT and SIGTERM cancel, so it can leave a consistent history.
+    The signal is appended to `received` (the exit code is 128 + it). The handlers in place before
+    (`cmd_run`'s for SIGTERM, asyncio's for SIGINT) are put back afterwards."""
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(coro)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, task.cancel)
+
+    def interrupt(sig: int) -> None:
+        received.append(sig)
+        task.cancel()
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in before:
+        loop.add_signal_handler(sig, interrupt, sig)
     try:
         return await asyncio.wait_for(task, time_limit) if time_limit else await task
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
+        for sig, handler in before.items():
+            loop.remove_signal_handler(sig)  # (this leaves the default handler, not the one before)
+            if handler is not None:
+                signal.signal(sig, handler)
 
 
-def _result(outcome, check: dict | None, interrupted: bool) -> tuple[str, int]:
-    if interrupted or outcome is None:
-        return "interrupted", EXIT["interrupted"]
+def _result(outcome, check: dict | None, interrupted: int | None) -> tuple[str, int]:
+    if interrupted is not None or outcome is None:
+        return "interrupted", SIGNAL_EXIT.get(interrupted, EXIT["interrupted"])
     if outcome.status == "limit":
         return "limit", EXIT["limit"]
     if outcome.status == "error":
@@ -383,7 +465,7 @@ def _explain(
         lines.append(f"stopped: {outcome.error}")
     lines.append(f"{status} · {_figures(summary)} · session {session_id}")
     lines.append(f"  agent stats {session_id}  |  agent run --resume {session_id}")
-    print("\n".join(lines), file=sys.stderr)
+    print(redact("\n".join(lines)), file=sys.stderr)
 
 
 def _start_progress(label: str):
@@ -401,11 +483,25 @@ def _announce_build() -> None:
     )
 
 
-def cmd_run(args: Any, settings: Settings) -> int:
-    from agent.llm import LLMError
+class Terminated(BaseException):
+    """SIGTERM outside the agent's work (while the server starts, say): unwinds like Ctrl+C, so that
+    `finally` blocks run and a server this run started is stopped, then exits 143."""
 
+
+def _terminate(_signum: int, _frame: Any) -> None:
+    raise Terminated()
+
+
+def cmd_run(args: Any, settings: Settings, observe: Callable[[Event], None] | None = None) -> int:
+    from agent.llm import LLMError
+    from agent.lock import WorkspaceBusy
+
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        return asyncio.run(run_task(args, settings))
+        return asyncio.run(run_task(args, settings, observe))
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        return EXIT["terminated"]
     except LLMError as exc:  # the server failed before the session could start
         error = AgentError(
             f"the model server failed: {exc}", fix="`agent server status` and `agent server logs` show it."
@@ -414,14 +510,23 @@ def cmd_run(args: Any, settings: Settings) -> int:
         exc = error
         if args.json:
             print(
-                json.dumps({"type": "error", "error": "server", "message": str(exc), "fatal": True}),
+                json.dumps({"type": "error", "error": "server", "message": redact(str(exc)), "fatal": True}),
                 flush=True,
             )
         raise exc from None
     except AgentError as exc:
         if args.json:
-            kind = "config" if exc.exit_code == EXIT["config"] else "server"
+            kind = (
+                "busy"
+                if isinstance(exc, WorkspaceBusy)
+                else "config"
+                if exc.exit_code == EXIT["config"]
+                else "server"
+            )
             print(
-                json.dumps({"type": "error", "error": kind, "message": str(exc), "fatal": True}), flush=True
+                json.dumps({"type": "error", "error": kind, "message": redact(str(exc)), "fatal": True}),
+                flush=True,
             )
         raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)

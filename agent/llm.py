@@ -4,10 +4,20 @@
 `Completion`: the text, the assembled tool calls and the turn's `TurnStats`. Failures become a few
 error types the loop can act on. Retries (tenacity) cover only a request that has streamed nothing
 yet; once text has reached the user, a broken stream is reported, never silently re-sent.
+The `/v1/models` and `/props` lookups are retried too (a server starting or restarting); when one
+still gives nothing, the fallback taken is kept in `notices` for the front end to show, never silent.
+
+A server that stops answering (hung, SIGSTOPped, swapping) is a `ServerStalled` error, never a hang:
+once an answer has begun, `stall_timeout` seconds without a byte end it (AGENT_STALL_TIMEOUT, default
+120 s); before the first token, prefill can legitimately take minutes on a CPU, so the read timeout
+(600 s) applies there. A timed-out request is not sent again: the server would only be asked to do
+the same work twice.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -15,7 +25,7 @@ from typing import Any
 
 import httpx2
 import openai
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential
 
 from agent.events import ReasoningDelta, TextDelta
 from agent.telemetry import TurnStats, parse_draft_counters
@@ -53,6 +63,14 @@ class ServerGone(LLMError):
         self.partial = partial
 
 
+class ServerStalled(LLMError):
+    """The server took the request and then stopped sending: hung, stopped (SIGSTOP) or overloaded."""
+
+    def __init__(self, message: str, partial: bool = False, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.partial = partial
+
+
 class BadRequest(LLMError):
     """The server refused the request (4xx): shown to the user, not retried."""
 
@@ -70,8 +88,9 @@ def _error_body(exc: openai.APIStatusError) -> dict[str, Any]:
     return error if isinstance(error, dict) else {"message": str(error)}
 
 
-def map_error(exc: Exception, partial: bool = False) -> LLMError:
-    """One of our types for an openai/httpx2 exception."""
+def map_error(exc: Exception, partial: bool = False, opened: bool = False) -> LLMError:
+    """One of our types for an openai/httpx2 exception. `opened`: the stream had begun (the server took
+    the request), `partial`: text had arrived too."""
     if isinstance(exc, LLMError):
         return exc
     if isinstance(exc, openai.APIStatusError):
@@ -86,18 +105,84 @@ def map_error(exc: Exception, partial: bool = False) -> LLMError:
             return ServerLoading(message, status=status, body=body)
         if 400 <= status < 500:
             return BadRequest(f"HTTP {status}: {message}", status=status, body=body)
+        if "Invalid input batch" in message:  # BeeLlama 0.1 with a draft that is not a DFlash model
+            message += " (the server's draft is not a DFlash model it can use: `agent server check PROFILE`)"
         return ServerFailure(f"HTTP {status}: {message}", status=status, body=body)
     if isinstance(exc, openai.APIConnectionError | httpx2.TransportError | ConnectionError):
         cause = exc.__cause__ or exc
-        return ServerGone(
-            f"the model server is unreachable ({type(cause).__name__}: {cause})", partial=partial
-        )
+        if isinstance(cause, httpx2.TimeoutException) and not isinstance(cause, httpx2.ConnectTimeout):
+            return ServerStalled(
+                f"the model server stopped answering: nothing arrived for {_timeout_of(cause)} "
+                f"{'in the middle of its answer' if partial else 'after the request was sent'} "
+                "(it is hung, stopped or overloaded)",
+                partial=partial,
+            )
+        if partial or opened:
+            where = "in the middle of its answer" if partial else "before its answer began"
+            return ServerGone(
+                f"the connection to the model server broke {where} ({type(cause).__name__}: {cause})",
+                partial=partial,
+            )
+        return ServerGone(f"the model server is unreachable ({type(cause).__name__}: {cause})")
     if isinstance(exc, openai.APIError):
         return ServerFailure(str(exc))
     return ServerFailure(f"{type(exc).__name__}: {exc}")
 
 
+def _timeout_of(exc: BaseException) -> str:
+    """The read timeout that ran out, from the request httpx was making ("600 s"), when it says."""
+    try:
+        seconds = exc.request.extensions["timeout"]["read"]  # type: ignore[attr-defined]
+    except (AttributeError, KeyError, RuntimeError, TypeError):
+        return "the read timeout"
+    return f"{seconds:.0f} s" if seconds else "the read timeout"
+
+
 # ---------------------------------------------------------------------------------------------- client
+
+STALL_TIMEOUT = 120.0  # seconds without a byte once an answer has begun: the server stopped answering
+
+
+def stall_timeout_from_env() -> float:
+    """AGENT_STALL_TIMEOUT, in seconds, else STALL_TIMEOUT; a value that is not a positive number is ignored."""
+    try:
+        value = float(os.environ.get("AGENT_STALL_TIMEOUT", ""))
+    except ValueError:
+        return STALL_TIMEOUT
+    return value if value > 0 else STALL_TIMEOUT
+
+
+LOOKUP_TRIES = 4  # /v1/models and /props: about 1.5 s of tries for a server that is (re)starting
+
+
+def _transient(exc: BaseException) -> bool:
+    """Worth asking again: no connection yet, or the server is loading or failing for now (5xx)."""
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code >= 500
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return exc.response.status_code >= 500
+    return isinstance(exc, openai.APIConnectionError | httpx2.TransportError)
+
+
+def _lookup_retrying() -> AsyncRetrying:
+    return AsyncRetrying(
+        retry=retry_if_exception(_transient),
+        stop=stop_after_attempt(LOOKUP_TRIES),
+        wait=wait_exponential(multiplier=0.2, max=2),
+        reraise=True,
+    )
+
+
+def _lookup_failure(exc: BaseException) -> str:
+    """Why a lookup gave nothing, in a few words."""
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}"
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return f"HTTP {exc.response.status_code}"
+    if isinstance(exc, httpx2.HTTPError):
+        return f"{type(exc).__name__}: {exc}"
+    return f"an answer without it ({type(exc).__name__})"
+
 
 DEFAULT_MAX_TOKENS = 4096  # when neither the profile nor the request says: no answer runs forever
 REPEAT_SPAN = 800  # characters that must repeat one unit, at the end of a stream, to cut it
@@ -164,9 +249,11 @@ class ModelClient:
         connect_timeout: float = 10.0,
         read_timeout: float = 600.0,
         loading_wait: float = 120.0,
+        stall_timeout: float | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.loading_wait = loading_wait
+        self.stall_timeout = stall_timeout or stall_timeout_from_env()
         self._client = openai.AsyncOpenAI(
             base_url=endpoint.base_url,
             api_key=endpoint.api_key or "not-needed",  # the SDK insists on a key; llama.cpp ignores it
@@ -174,7 +261,14 @@ class ModelClient:
             timeout=httpx2.Timeout(read_timeout, connect=connect_timeout),
         )
         self._metrics_ok = endpoint.metrics_url is not None
-        self._http = httpx2.AsyncClient(timeout=5.0)
+        # llama-server wants the key on /props and /metrics too (only /health answers without it).
+        auth = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+        self._http = httpx2.AsyncClient(timeout=5.0, headers=auth)
+        self.notices: list[str] = []  # fallbacks taken (no model name, no context size): to be shown
+
+    def take_notices(self) -> list[str]:
+        taken, self.notices = self.notices, []
+        return taken
 
     async def close(self) -> None:
         await self._client.close()
@@ -183,26 +277,40 @@ class ModelClient:
     async def model_name(self) -> str:
         if self.endpoint.model:
             return self.endpoint.model
+        ids: list[str] = []
+        why = "it lists none"
         try:
-            models = await self._client.models.list()
+            async for attempt in _lookup_retrying():
+                with attempt:
+                    models = await self._client.models.list()
             ids = [m.id for m in models.data]
+        except openai.APIConnectionError as exc:  # nothing answers: the session cannot start
+            raise map_error(exc) from exc
         except Exception as exc:  # a server without /v1/models still answers chat requests
-            ids = []
-            if isinstance(exc, openai.APIConnectionError):
-                raise map_error(exc) from exc
+            why = _lookup_failure(exc)
         self.endpoint.model = ids[0] if ids else "default"
+        if not ids:
+            self.notices.append(
+                f"the server did not name its model (/v1/models: {why}); requests ask for 'default'"
+            )
         return self.endpoint.model
 
-    async def server_context_size(self) -> int | None:
-        """n_ctx from llama-server's /props, or None for servers without it."""
+    async def server_context_size(self, fallback: int | None = None) -> int | None:
+        """n_ctx from llama-server's /props; else `fallback`, with a notice saying so."""
         root = self.endpoint.base_url.removesuffix("/v1")
         try:
-            response = await self._http.get(root + "/props")
+            async for attempt in _lookup_retrying():
+                with attempt:
+                    response = await self._http.get(root + "/props")
+                    response.raise_for_status()
             props = response.json()
             settings = props.get("default_generation_settings", {})
             return int(settings.get("n_ctx") or props.get("n_ctx"))
-        except (httpx2.HTTPError, ValueError, TypeError, AttributeError):
-            return None
+        except (httpx2.HTTPError, ValueError, TypeError, AttributeError) as exc:
+            why = _lookup_failure(exc)
+        assumed = f"assuming {fallback} tokens" if fallback else "the budget is unknown"
+        self.notices.append(f"the server did not report its context size (/props: {why}); {assumed}")
+        return fallback
 
     async def _draft_counters(self) -> dict[str, float] | None:
         if not self._metrics_ok:
@@ -266,8 +374,23 @@ class ModelClient:
         looped: int | None = None
         checked_at = 0
         size = 0
+        chunks = stream.__aiter__()
         try:
-            async for chunk in stream:
+            while True:
+                # Once tokens flow, silence means the server stopped answering: a hung or SIGSTOPped
+                # server would otherwise hold the stream open until the read timeout, 600 s.
+                try:
+                    async with asyncio.timeout(self.stall_timeout if first else None):
+                        chunk = await chunks.__anext__()
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    raise ServerStalled(
+                        f"the model server stopped answering: nothing arrived for {self.stall_timeout:g} s "
+                        "in the middle of its answer (it is hung, stopped or overloaded; "
+                        "AGENT_STALL_TIMEOUT sets how long to wait)",
+                        partial=True,
+                    ) from None
                 extra = chunk.model_extra or {}
                 timings = extra.get("timings") or timings
                 usage = chunk.usage or usage
@@ -304,7 +427,7 @@ class ModelClient:
                 if looped:
                     break  # closing the stream below makes llama-server stop generating
         except Exception as exc:
-            raise map_error(exc, partial=streamed) from exc
+            raise map_error(exc, partial=streamed, opened=True) from exc
         finally:
             await stream.close()
         wall = time.monotonic() - started

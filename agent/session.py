@@ -3,7 +3,8 @@
 The transcript is enough to rebuild the model's history, so a session continues exactly where it
 stopped, after a crash or a kill -9 too: a torn last line is skipped, a tool call that never got its
 result is marked interrupted. Text deltas are not written: the assistant.message that ends each
-stream holds the whole text.
+stream holds the whole text. Secrets are redacted on the way out (agent/redact.py), so a resumed
+session sees `[REDACTED]` where the live one saw a key.
 """
 
 from __future__ import annotations
@@ -18,9 +19,14 @@ from typing import Any
 
 from agent.errors import AgentError
 from agent.events import Event, ReasoningDelta, TextDelta
+from agent.redact import redact_record
 from agent.toolcalls import repair_history
 
 SKIPPED = (TextDelta, ReasoningDelta)
+INTERRUPTED_WHILE_RUNNING = (
+    "(interrupted while it ran: the agent was stopped before {name} finished, so it may have taken effect "
+    "in full, in part or not at all; check before running it again)"
+)
 
 
 def sessions_dir(state_dir: Path) -> Path:
@@ -37,6 +43,7 @@ class Transcript:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        _drop_torn_line(path)
         self._file = path.open("a", encoding="utf-8")
 
     @property
@@ -46,8 +53,8 @@ class Transcript:
     def write(self, event: Event) -> None:
         if isinstance(event, SKIPPED) or self._file.closed:
             return
-        record = {"time": round(time.time(), 3), **event.to_json()}
-        self._file.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        record = redact_record({"time": round(time.time(), 3), **event.to_json()})
+        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
         self._file.flush()
 
     def close(self) -> None:
@@ -55,6 +62,40 @@ class Transcript:
             self._file.flush()
             os.fsync(self._file.fileno())
             self._file.close()
+
+
+def _drop_torn_line(path: Path) -> None:
+    """A resumed transcript whose writer died mid-line (kill -9) loses that half line before anything
+    is appended: glued to the next record it would become a corrupt line in the middle, and the session
+    could not be resumed again. (Reading skips it as well: it was never a whole event.) A last line
+    that is whole JSON and only lacks its newline gets the newline."""
+    try:
+        with path.open("rb+") as f:
+            size = f.seek(0, os.SEEK_END)
+            if not size:
+                return
+            f.seek(size - 1)
+            if f.read(1) == b"\n":
+                return
+            keep, end = 0, size  # after the last newline: found block by block from the end
+            while end > 0:
+                start = max(0, end - 65536)
+                f.seek(start)
+                at = f.read(end - start).rfind(b"\n")
+                if at >= 0:
+                    keep = start + at + 1
+                    break
+                end = start
+            f.seek(keep)
+            try:
+                json.loads(f.read())
+            except ValueError:
+                f.truncate(keep)
+            else:  # a whole record that only lacks its newline (written by hand): kept
+                f.seek(0, os.SEEK_END)
+                f.write(b"\n")
+    except FileNotFoundError:
+        return
 
 
 @dataclass
@@ -70,6 +111,22 @@ class SessionRecord:
         return next((e for e in self.events if e["type"] == "session.started"), {})
 
     @property
+    def latest_started(self) -> dict[str, Any]:
+        """What a resume continues from: the first session.started brought up to date by each later
+        run's, so that a later --base-url, --workdir, profile or task front matter wins over the first
+        run's. What a run left empty (the TUI records no front matter or URL) is kept from before."""
+        merged: dict[str, Any] = {}
+        for event in self.events:
+            if event["type"] != "session.started":
+                continue
+            for key, value in event.items():
+                if value or key not in merged:
+                    merged[key] = value
+            if event.get("profile") not in (None, "", "attach"):
+                merged["base_url"] = ""  # a run on a named profile: its URL is the profile's own
+        return merged
+
+    @property
     def finished(self) -> dict[str, Any] | None:
         ends = [e for e in self.events if e["type"] == "session.finished"]
         return ends[-1] if ends else None
@@ -79,11 +136,33 @@ class SessionRecord:
         return sum(1 for e in self.events if e["type"] == "turn.completed")
 
     def history(self) -> list[dict[str, Any]]:
-        """The model's messages after the system prompt, rebuilt event by event."""
+        """The model's messages after the system prompt, rebuilt event by event.
+
+        A call that was allowed to run but has no result was stopped while it ran (kill -9, SIGTERM):
+        the model is told it may have taken effect, not that it never ran, since a write in a thread
+        or a command may have finished (or half finished) before the agent died. A call that never got
+        to run is left to the history repair ("not run: interrupted")."""
         messages: list[dict[str, Any]] = []
         calls: set[str] = set()  # ids of native tool calls in the history; block actions have none
+        running: dict[str, str] = {}  # allowed to run, no result yet: call id -> tool name
+
+        def stopped_while_running() -> None:
+            for call_id, name in running.items():
+                messages.append({"role": "tool", "tool_call_id": call_id, "content": INTERRUPTED_WHILE_RUNNING.format(name=name)})  # fmt: skip
+            running.clear()
+
         for event in self.events:
             kind = event["type"]
+            if kind in ("session.started", "user.message", "assistant.message", "compaction"):
+                stopped_while_running()  # (what follows a kill: the resumed run)
+            if (
+                kind == "permission.decided"
+                and event.get("decision") == "allow"
+                and event.get("call_id") in calls
+            ):
+                running[event["call_id"]] = event.get("name", "the tool")
+            elif kind == "tool.result":
+                running.pop(event.get("call_id"), None)
             if kind == "user.message":
                 messages.append({"role": "user", "content": event["content"]})
             elif kind == "assistant.message":
@@ -99,6 +178,7 @@ class SessionRecord:
                 )
             elif kind == "compaction":
                 messages = [dict(m) for m in event.get("history", [])]
+        stopped_while_running()
         repair_history(messages)
         return messages
 

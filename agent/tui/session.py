@@ -4,6 +4,9 @@ It knows nothing of Textual. Blocking work (starting or stopping llama-server) i
 app runs in a thread; the rest is async and runs in the app's event loop. Everything the agent does
 leaves through `emit`, exactly as in `agent run`, and is recorded the same way, so `agent sessions`,
 `agent stats` and `--resume` see interactive sessions too.
+
+Like `agent run`, it holds the workspace's lock (agent/lock.py) from before the server starts, and its
+session's once that is known: a second agent in the folder is refused with a message naming this one.
 """
 
 from __future__ import annotations
@@ -16,13 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from agent.config import PROJECT_CONFIG, Settings, state_dir
-from agent.connect import Connection, connect, resolve_profile
+from agent.connect import Connection, connect, draft_recovery, resolve_profile
 from agent.errors import AgentError
 from agent.events import ErrorEvent, Event, Notice, SessionFinished, SessionStarted
 from agent.llm import ModelClient
+from agent.lock import AgentLocks
 from agent.loop import Agent, Approver, Limits, Outcome
 from agent.prompt import system_prompt
 from agent.recorder import SessionRecorder
+from agent.redact import register_run
 from agent.server.lifecycle import log_tail
 from agent.server.profiles import ServerProfile
 from agent.session import SessionRecord, list_session_paths, load_session, new_session_id
@@ -63,6 +68,7 @@ class InteractiveSession:
     _mcp: MCPServers | None = None
     _cancel_start: bool = False
     _tasks_done: int = 0
+    _locks: AgentLocks | None = None
 
     def __post_init__(self) -> None:
         self.workspace = self.workspace.resolve()
@@ -79,6 +85,7 @@ class InteractiveSession:
         """Start the profile's server (or reuse or attach to one) and wait until it is ready.
         `progress` gets the seconds elapsed, the loading phase and the log's last line."""
         profile = self.profile or self.resolve()
+        self._hold_locks()  # before a server starts: another agent here is refused, named
         self._cancel_start = False
         log_path = state_dir() / "logs" / f"{profile.name}-{profile.port}.log"
 
@@ -102,6 +109,17 @@ class InteractiveSession:
         stack, self._stack, self.connection = self._stack, None, None
         if stack is not None:
             stack.close()
+        self._release_locks()
+
+    def _hold_locks(self, session_id: str = "") -> None:
+        """The workspace's lock (and the session's, given its id); WorkspaceBusy names the holder."""
+        if self._locks is None:
+            self._locks = AgentLocks(state_dir(), self.workspace, "agent (TUI)")
+        self._locks.acquire(session_id)
+
+    def _release_locks(self) -> None:
+        if self._locks is not None:
+            self._locks.release()
 
     # ------------------------------------------------------------------ the agent (async)
     async def open(self, resume: str | None = None, history: list[dict[str, Any]] | None = None) -> None:
@@ -109,9 +127,13 @@ class InteractiveSession:
         session; `history` carries a conversation over (a profile switch)."""
         assert self.connection is not None and self.profile is not None
         record = load_session(state_dir(), resume) if resume else None
+        session_id = record.session_id if record else new_session_id()
+        self._hold_locks(session_id)  # a session open in another agent is refused, named
+        configs = mcp_configs(self.settings, self.workspace)
+        register_run(self.connection.endpoint.api_key, configs)  # before the first event is written
         self._client = ModelClient(self.connection.endpoint)
         model = await self._client.model_name()
-        self.session_id = record.session_id if record else new_session_id()
+        self.session_id = session_id
         self.recorder = SessionRecorder(
             state_dir(), self.session_id, self.profile.name, model, self.profile.spec_label
         )
@@ -120,10 +142,10 @@ class InteractiveSession:
         )
         for note in self.connection.notes:
             self.emit(Notice(note))
+        if draft_off := self.connection.draft_off_event():
+            self.emit(draft_off)
         if self._mcp is None:
-            self._mcp = await start_mcp(
-                mcp_configs(self.settings, self.workspace), self.emit, state_dir() / "logs"
-            )
+            self._mcp = await start_mcp(configs, self.emit, state_dir() / "logs")
         if record is not None:
             history = record.history()
         actions = self.profile.actions
@@ -134,6 +156,7 @@ class InteractiveSession:
             history=[{"role": "system", "content": system_prompt(self.workspace, actions)}, *history] if history else None,
             extra_tools=self._mcp.tools, actions=actions,
         )  # fmt: skip
+        self.agent.recover = draft_recovery(self.connection, self.emit)
         self._tasks_done = 1 if history else 0
 
     def emit(self, event: Event) -> None:
@@ -152,20 +175,22 @@ class InteractiveSession:
             self.workbench.task_message(text, actions, self.agent.context) if not self._tasks_done else text
         )
         self._tasks_done += 1
+        self.workbench.task_start = None  # auto-commit takes only what this prompt changes
         try:
             outcome = await self.agent.run(message, typed=text)
         except asyncio.CancelledError:
             self.emit(ErrorEvent("interrupted", "interrupted: the model's work stopped here", fatal=False))
             raise
         self.outcomes.append(outcome)
-        if self.settings.auto_commit and self.workbench.checkpoints and outcome.status == "completed":
-            sha = self.workbench.checkpoints.commit_changes(f"agent: {text.splitlines()[0][:60]}")
-            if sha:
-                self.emit(Notice(f"committed {sha[:10]}"))
+        if self.settings.auto_commit and outcome.status == "completed":
+            note = self.workbench.auto_commit(f"agent: {text.splitlines()[0][:60]}")
+            if note:
+                self.emit(Notice(note))
         return outcome
 
-    async def close(self) -> None:
-        """End the recorded session and the MCP servers (the server itself: `disconnect`)."""
+    async def close(self, keep_locks: bool = False) -> None:
+        """End the recorded session and the MCP servers (the server itself: `disconnect`), and let go
+        of the workspace unless another session follows at once (`keep_locks`)."""
         if self.recorder is not None:
             final = self.outcomes[-1].final if self.outcomes else ""
             summary = self.recorder.summary()
@@ -178,6 +203,8 @@ class InteractiveSession:
         if self._client is not None:
             await self._client.close()
             self._client = None
+        if not keep_locks:
+            self._release_locks()
 
     async def restart_session(self, resume: str | None = None) -> None:
         """/clear and /resume: end this recorded session and open another on the same server."""
@@ -187,7 +214,7 @@ class InteractiveSession:
 
     async def _close_recording(self) -> None:
         mcp, self._mcp = self._mcp, None  # MCP servers live on across sessions
-        await self.close()
+        await self.close(keep_locks=True)
         self._mcp = mcp
 
     # ------------------------------------------------------------------ what slash commands need

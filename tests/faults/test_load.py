@@ -235,7 +235,9 @@ def test_resume_works_from_any_point_of_the_long_session(load_run, point, tmp_pa
     assert model.problems == []
     # the history as the transcript holds it, after the system prompt; a session that ended on the
     # model's answer gets one user message after it, so that the server is not asked to continue it
-    ended_on_answer = expected[-1]["role"] == "assistant" and not expected[-1].get("tool_calls")
+    ended_on_answer = (
+        bool(expected) and expected[-1]["role"] == "assistant" and not expected[-1].get("tool_calls")
+    )
     assert sent[1:] == expected + ([{"role": "user", "content": RESUME_PROMPT}] if ended_on_answer else [])
     # Appended to, and whole: every line is one event (a torn one was dropped before the first append).
     records = [json.loads(line) for line in copy.read_text().splitlines()]
