@@ -14,6 +14,7 @@ from agent import __version__
 HANDLERS = {
     ("server", "install"): "agent.commands.server:cmd_install",
     ("server", "profiles"): "agent.commands.server:cmd_profiles",
+    ("server", "check"): "agent.commands.server:cmd_check",
     ("server", "start"): "agent.commands.server:cmd_start",
     ("server", "status"): "agent.commands.server:cmd_status",
     ("server", "stop"): "agent.commands.server:cmd_stop",
@@ -22,10 +23,14 @@ HANDLERS = {
     ("bench",): "agent.commands.bench:cmd_bench",
     ("stats",): "agent.commands.stats:cmd_stats",
     ("run",): "agent.headless:cmd_run",
+    ("new",): "agent.scaffold:cmd_new",
     ("sessions",): "agent.commands.sessions:cmd_sessions",
+    ("undo",): "agent.commands.undo:cmd_undo",
+    ("trust",): "agent.commands.trust:cmd_trust",
     ("mcp", "list"): "agent.commands.mcp:cmd_list",
     ("mcp", "add"): "agent.commands.mcp:cmd_add",
     ("mcp", "remove"): "agent.commands.mcp:cmd_remove",
+    ("mcp", "call"): "agent.commands.mcp:cmd_call",
 }
 
 
@@ -72,6 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     server_cmds.add_parser("profiles", help="list the server profiles and whether each can start here")
 
+    check = server_cmds.add_parser(
+        "check", help="the preflight: what the profile's GGUF headers say about a launch (starts nothing)"
+    )
+    check.add_argument("profile", help="profile name (see `agent server profiles`) or a .toml path")
+    check.add_argument("--binary", help="check against this llama-server binary instead of the profile's")
+    check.add_argument("--ctx-size", type=int, help="override the profile's context size")
+    check.add_argument("--strict", action="store_true", help="a warning (memory, chat template) fails too")
+
     start = server_cmds.add_parser("start", help="start a server from a profile and wait until it is ready")
     start.add_argument("profile", help="profile name (see `agent server profiles`) or a .toml path")
     start.add_argument("--port", type=int, help="override the profile's port")
@@ -84,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--timeout", type=float, help="seconds to wait for readiness (default: the profile's)")
     start.add_argument(
         "--foreground", "-f", action="store_true", help="stay attached and show the log; Ctrl+C stops it"
+    )
+    start.add_argument(
+        "--strict", action="store_true", help="refuse on a preflight warning too (memory, chat template)"
     )
 
     status = server_cmds.add_parser("status", help="the servers we started, from any terminal")
@@ -110,12 +126,19 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--base-url", help="bench a server that is already running")
     bench.add_argument("--max-tokens", type=int, default=1200, help="per prompt (the seed's 1200)")
     bench.add_argument("--temperature", type=float, default=0.7, help="the seed's 0.7")
-    bench.add_argument("--runs", type=int, default=1, help="repeat the prompt set")
+    bench.add_argument(
+        "--runs", type=int, default=1, help="repeat the prompt set; figures are medians with min-max and IQR"
+    )
+    bench.add_argument("--seed", type=int, help="sampling seed sent with every request (repeatable sampling)")
+    bench.add_argument(
+        "--no-warmup", action="store_true", help="skip the uncounted warm-up request each profile starts with"
+    )
     bench.add_argument("--prompt-file", help="your own prompts, separated by lines of ---")
-    bench.add_argument("--json", action="store_true", help="results as JSON on stdout")
+    bench.add_argument("--json", action="store_true", help="results as JSON on stdout (as results.json)")
     bench.add_argument(
         "--conversation", action="store_true",
-        help="send the prompts as follow-ups in one agent session and show the prompt-cache reuse per request",
+        help="send the prompts as follow-ups in one agent session: prompt-cache reuse and the agent's own "
+        "time per request",
     )  # fmt: skip
     bench.add_argument(
         "--tool-choice", default="auto", choices=["auto", "required"], help="with --conversation"
@@ -129,10 +152,16 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     bench.add_argument("--task", action="append", metavar="NAME", help="with --tasks: only these tasks")
     bench.add_argument(
-        "--actions", choices=["tools", "blocks"], help="with --tasks: override the profiles' action protocol"
+        "--actions",
+        choices=["tools", "blocks"],
+        help="with --tasks or --conversation: override the profiles' action protocol",
     )
     bench.add_argument("--task-timeout", type=float, default=600, help="with --tasks: seconds per task")
-    bench.add_argument("--out", metavar="DIR", help="with --tasks: write each task's result as JSON lines")
+    bench.add_argument(
+        "--out", metavar="DIR",
+        help="write results.json, results.csv and charts (PNG, SVG) there; with --tasks, one JSON line per "
+        "task; with --conversation, conversation.json",
+    )  # fmt: skip
 
     run = commands.add_parser("run", help="do one task headless (for scripts and CI); see exit codes below")
     run.add_argument("task", nargs="?", help="task file: Markdown, with optional YAML front matter")
@@ -155,10 +184,31 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="one JSON event per line on stdout")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     run.epilog = (
-        "exit codes: 0 success, 1 task or check failed, 2 usage/config, 3 limit, 4 server, 130 interrupted"
+        "exit codes: 0 success, 1 task or check failed, 2 usage/config, 3 limit, 4 server, "
+        "5 another agent works in this folder, 130 interrupted, 143 terminated (SIGTERM)"
     )
 
-    mcp = commands.add_parser("mcp", help="MCP tool servers: list them with their tools, add, remove")
+    new = commands.add_parser(
+        "new", help="start a project from a template (git, AGENTS.md, a check), then let the agent build it",
+        epilog="exit codes: as `agent run` (the agent part's); with --no-agent: 0 the skeleton's check passed, "
+        "1 it failed; 2 usage/config (nothing written)",
+    )  # fmt: skip
+    new.add_argument("dir", nargs="?", metavar="DIR", help="the new project's folder (new or empty)")
+    new.add_argument("description", nargs="?", metavar="WHAT", help="what to build, in words")
+    new.add_argument("-t", "--template", help="default: python-package (see --list)")
+    new.add_argument("--list", action="store_true", help="the templates: what each is, where it comes from")
+    new.add_argument("-p", "--profile", help="server profile for the agent part")
+    new.add_argument("--base-url", help="attach to this OpenAI-compatible server (also AGENT_BASE_URL)")
+    new.add_argument("--approval", choices=["ask", "auto-edit", "full-auto", "read-only"],
+                     help="headless default: full-auto (the folder is new)")  # fmt: skip
+    new.add_argument("--max-turns", type=int, help="model requests before stopping (exit 3)")
+    new.add_argument("--check", metavar="CMD", help="decides success instead of the template's check")
+    new.add_argument("--no-agent", action="store_true", help="stop after the skeleton and its commit")
+    new.add_argument("--force", action="store_true", help="use a non-empty DIR; existing files are kept")
+    new.add_argument("--tui", action="store_true", help="build it in the interactive session")
+    new.add_argument("--json", action="store_true", help="one JSON event per line on stdout (as agent run)")
+
+    mcp = commands.add_parser("mcp", help="MCP tool servers: list their tools, call one, add, remove")
     mcp_cmds = mcp.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
     mcp_cmds.add_parser("list", help="start each configured server and list its tools")
     add = mcp_cmds.add_parser("add", help="add a server to this project's .mcp.json")
@@ -170,10 +220,39 @@ def build_parser() -> argparse.ArgumentParser:
     )
     remove = mcp_cmds.add_parser("remove", help="remove a server from this project's .mcp.json")
     remove.add_argument("name")
+    call = mcp_cmds.add_parser(
+        "call", help="call one tool of a configured server, outside a session (for debugging)",
+        epilog="exit codes: 0 success, 1 the tool reported an error (or the call failed), 2 bad input",
+    )  # fmt: skip
+    call.add_argument("server")
+    call.add_argument("tool", help="the tool's name on its server, e.g. add (not mcp__demo__add)")
+    call.add_argument("arguments", nargs="?", default="{}", metavar="JSON", help="a JSON object (default {})")
 
     sessions = commands.add_parser("sessions", help="past sessions: time, task, profile, turns, outcome")
     sessions.add_argument("--json", action="store_true")
     sessions.add_argument("-n", "--limit", type=int, default=20)
+
+    undo = commands.add_parser(
+        "undo", help="restore the last checkpoint of the workspace (shows what changes, then asks)"
+    )
+    undo.add_argument(
+        "session", nargs="?", metavar="SESSION", help="only that session's checkpoints (an id or prefix)"
+    )
+    undo.add_argument("--workdir", help="the workspace (default: here)")
+    undo.add_argument(
+        "-y", "--yes", action="store_true", help="restore without asking (needed without a TTY)"
+    )
+
+    trust = commands.add_parser(
+        "trust",
+        help="use a project's own .agent/config.toml, .agent/profiles and .mcp.json (shows what they set)",
+        description="A project's own configuration is ignored until you trust its folder: it can set the "
+        "approval mode and permission rules, the programs a server profile runs and MCP servers to start.",
+    )
+    trust.add_argument("dir", nargs="?", metavar="DIR", help="the project's folder (default: here)")
+    trust_what = trust.add_mutually_exclusive_group()
+    trust_what.add_argument("--list", action="store_true", help="the trusted folders")
+    trust_what.add_argument("--revoke", action="store_true", help="stop trusting DIR (default: here)")
 
     stats = commands.add_parser("stats", help="per-turn speed, cache reuse and draft acceptance of sessions")
     stats.add_argument(

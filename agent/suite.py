@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import AgentError, ConfigError
+from agent.redact import redact_record
 from agent.telemetry import TurnStats, summarise_turns
 
 TIMED_OUT = 124  # the exit code a task gets when the suite stopped it (as timeout(1) does)
@@ -269,7 +270,7 @@ def run_suite(
         if out is not None:
             record = {**result.to_dict(), "agent_args": agent_args, "workdir": str(workdir)}
             with out.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+                f.write(json.dumps(redact_record(record), ensure_ascii=False) + "\n")
         if progress:
             progress(result)
     return results

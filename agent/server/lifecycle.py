@@ -703,7 +703,9 @@ def stop(handle: ServerHandle | ServerRecord, registry: ServerRegistry, grace: f
         registry.remove(record.pid)
         return False
     _signal_group(record.pid, signal.SIGTERM)
-    _signal_group(record.pid, signal.SIGCONT)  # a stopped (SIGSTOP) server acts on SIGTERM only once continued
+    _signal_group(
+        record.pid, signal.SIGCONT
+    )  # a stopped (SIGSTOP) server acts on SIGTERM only once continued
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and _running(record, proc):
         time.sleep(0.05)

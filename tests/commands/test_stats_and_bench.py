@@ -110,11 +110,12 @@ def test_bench_runs_the_seed_prompts_on_the_real_server_and_logs_them(embedded, 
     )
     assert main(["bench", "tiny-bench", "--max-tokens", "48", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert [r["prompt"] for r in out["results"]] == ["task-store", "kv-report", "linked-list"]
-    for r in out["results"]:
+    assert [r["prompt"] for r in out["requests"]] == ["task-store", "kv-report", "linked-list"]
+    for r in out["requests"]:
         assert r["stats"]["predicted_n"] > 0 and r["stats"]["client_tokens_per_second"] > 0
+    assert [r["prompt"] for r in out["warmup"]] == ["warm-up"]
     logs = list((isolated_state / "telemetry").glob("bench-*-tiny-bench-*.jsonl"))
-    assert len(logs) == 1 and len(logs[0].read_text().splitlines()) == 3
+    assert len(logs) == 1 and len(logs[0].read_text().splitlines()) == 3  # the warm-up is not logged
 
 
 @pytest.mark.server
@@ -131,9 +132,32 @@ def test_bench_conversation_runs_the_agent_loop_and_reports_cache_reuse(
     )
     prompts = tmp_path / "prompts.md"
     prompts.write_text("Say hello.\n---\nSay goodbye.\n")
-    assert main(["bench", "tiny-conv", "--conversation", "--prompt-file", str(prompts)]) == 0
+    argv = [
+        "bench",
+        "tiny-conv",
+        "--conversation",
+        "--prompt-file",
+        str(prompts),
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    assert main(argv) == 0
     out = capsys.readouterr().out
     assert "requests 2-2: cache reuse" in out
+    assert "own time per request" in out and "the agent's code: median" in out
+    report = json.loads((tmp_path / "o" / "conversation.json").read_text())["profiles"]["tiny-conv"]
+    assert len(report["requests"]) == 2
+    for cost in report["requests"]:
+        # the server's time and the agent's own add up to the request's span: each is a real part of it
+        assert cost["server_s"] > 0 and cost["own_s"] > 0 and cost["tool_s"] == 0
+        assert cost["span_s"] == pytest.approx(cost["server_s"] + cost["own_s"], abs=1e-5)
+        assert 0.5 < cost["client_over_server"] < 1.5
+    assert report["median_own_ms"] > 0
+    for cost in report["requests"]:
+        # llama-server's own handling outside its timings is part of that time, measured apart
+        assert cost["server_handling_s"] > 0
+        assert cost["agent_s"] == pytest.approx(cost["own_s"] - cost["server_handling_s"], abs=1e-5)
+    assert report["median_agent_ms"] is not None
     [log] = (isolated_state / "telemetry").glob("*.jsonl")
     records = [json.loads(x) for x in log.read_text().splitlines()]
     assert len(records) == 2 and records[1]["stats"]["cache_n"] >= records[0]["stats"]["prompt_n"]

@@ -79,13 +79,8 @@ def screen_text(app: AgentApp) -> str:
 
 
 def screen_dump(app: AgentApp) -> str:
-    """The whole screen as plain text, as a terminal would show it (for assertions on layout)."""
-    import io
+    """The whole screen as plain text, as a terminal would show it (for assertions on layout).
 
-    from rich.console import Console
-
-    width, height = app.size
-    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True, record=True,
-                      color_system=None, legacy_windows=False, safe_box=False)  # fmt: skip
-    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
-    return console.export_text()
+    Read from the compositor's strips: rendering an update instead clears the screen's dirty
+    regions (the app then skips redrawing them), and its cursor moves can run lines together."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())

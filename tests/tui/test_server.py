@@ -50,8 +50,13 @@ async def test_a_failed_start_says_why_and_another_profile_can_be_picked(tmp_pat
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(ServerStart)
         await wait_for(pilot, lambda: app.status.state == "failed", what="the failure")
-        dump = screen_dump(app)
-        assert "Could not start broken" in dump and "no-such-model.gguf" in dump
+        await wait_for(
+            pilot,
+            lambda: all(
+                part in screen_dump(app) for part in ("Could not start broken", "no-such-model.gguf")
+            ),
+            what="the failure and its cause shown",
+        )
         await pilot.click("#start-other")
         await pilot.pause()
         options = view.query_one("#start-profiles")
