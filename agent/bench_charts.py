@@ -49,7 +49,19 @@ def _footer(doc: dict[str, Any]) -> str:
         )
         if x
     )
-    return f"$ {doc.get('command') or 'agent bench'}\n{' · '.join(parts)}" + (f" · {where}" if where else "")
+    loads = [
+        f"{name} {la['before'][0]:.1f}→{la['after'][0]:.1f}"
+        for name, about in (doc.get("profiles") or {}).items()
+        if (la := about.get("load_average")) and la.get("before") and la.get("after")
+    ]
+    text = f"$ {doc.get('command') or 'agent bench'}\n{' · '.join(parts)}" + (f" · {where}" if where else "")
+    if loads:
+        text += f"\nload average (1 min) while each profile ran: {', '.join(loads)}"
+    return text
+
+
+def _value(tok_s: float) -> str:
+    return f"{tok_s:.1f}" if tok_s < 10 else f"{tok_s:.0f}"
 
 
 def _figure(width: float = 10.0, height: float = 5.8):
@@ -88,7 +100,7 @@ def speed_chart(doc: dict[str, Any]):
             low.append(gen["median"] - gen["min"])
             high.append(gen["max"] - gen["median"])
             ratio = (speedup.get("per_prompt") or {}).get(prompt)
-            labels.append(f"{gen['median']:.0f}" + (f"\n{ratio:.2f}×" if ratio else ""))
+            labels.append(_value(gen["median"]) + (f"\n{ratio:.2f}×" if ratio else ""))
             top = max(top, gen["max"])
         bars = ax.bar(
             xs, heights, width * 0.92, yerr=[low, high], capsize=3, label=_label(profile, doc),
@@ -121,7 +133,7 @@ def speed_chart(doc: dict[str, Any]):
         ax.text(0.0, 1.0, "\n".join(lines), transform=ax.transAxes, va="top", fontsize=9)
     ax.legend(loc="upper right", fontsize=9, frameon=False)
     fig.text(0.01, 0.0, _footer(doc), fontsize=7, color="#555555", va="bottom", family="monospace")
-    fig.get_layout_engine().set(h_pad=0.35)
+    fig.get_layout_engine().set(h_pad=0.45)
     return fig
 
 
@@ -160,5 +172,5 @@ def acceptance_chart(doc: dict[str, Any]):
     if drafting:
         ax.legend(loc="upper right", fontsize=9, frameon=False)
     fig.text(0.01, 0.0, _footer(doc), fontsize=7, color="#555555", va="bottom", family="monospace")
-    fig.get_layout_engine().set(h_pad=0.35)
+    fig.get_layout_engine().set(h_pad=0.45)
     return fig

@@ -526,7 +526,7 @@ def guarded_check(check: str, skeleton_sha: str, tests: str = "") -> str:
         if tests
         else "Nothing is built yet: every file is still as the template made it."
     )
-    return f"{check} && ! {{ {unchanged} && echo '{message}'; }}"
+    return f"{check} && ! {{ {unchanged} && echo {shlex.quote(message)}; }}"
 
 
 def task_body(template: Template, skeleton: Skeleton, values: dict[str, Any]) -> str:
