@@ -122,6 +122,11 @@ class Verdict:
     rule: str = ""  # the suggested "always allow" rule for this call, e.g. "git push *"
 
 
+# The tools that change a file: a rule written for one of them holds for all three, or `deny
+# write_file = [".env"]` would still let edit_file and multi_edit change .env.
+FILE_CHANGERS = ("edit_file", "multi_edit", "write_file")
+
+
 @dataclass
 class Rules:
     allow: dict[str, list[str]] = field(default_factory=dict)
@@ -132,8 +137,9 @@ class Rules:
         """The most specific rule matching any of the subjects, as (kind, pattern). On equal
         specificity the stricter kind wins."""
         best: tuple[int, int, Decision, str] | None = None
+        names = FILE_CHANGERS if tool in FILE_CHANGERS else (tool,)
         for kind in ("allow", "ask", "deny"):
-            for pattern in getattr(self, kind).get(tool, []):
+            for pattern in (p for name in names for p in getattr(self, kind).get(name, [])):
                 if any(_matches(subject, pattern) for subject in subjects):
                     rank = (_specificity(pattern), SEVERITY[kind], kind, pattern)
                     best = max(best, rank) if best else rank

@@ -113,6 +113,15 @@ def test_rules_deny_beats_ask_beats_allow():
     assert check("full-auto", "bash", "exec", "git push origin main", rules) == "deny"
 
 
+@pytest.mark.parametrize("tool", ["edit_file", "multi_edit", "write_file"])
+def test_a_rule_for_one_file_changing_tool_holds_for_all_three(tool):
+    rules = Rules(deny={"write_file": [".env"]}, allow={"edit_file": ["src/*"]})
+    assert check("full-auto", tool, "edit", ".env", rules) == "deny"
+    assert check("ask", tool, "edit", "src/app.py", rules) == "allow"
+    assert check("ask", tool, "edit", "README.md", rules) == "ask"
+    assert check("full-auto", "read_file", "read", ".env", rules) == "allow"  # reading is another tool
+
+
 def test_always_adds_a_session_rule():
     permissions = Permissions("ask", None, WS)
     assert permissions.check("bash", "exec", "pytest -q tests").decision == "ask"
