@@ -16,6 +16,7 @@ HANDLERS = {
     ("server", "profiles"): "agent.commands.server:cmd_profiles",
     ("server", "check"): "agent.commands.server:cmd_check",
     ("server", "start"): "agent.commands.server:cmd_start",
+    ("server", "tune"): "agent.commands.tune:cmd_tune",
     ("server", "status"): "agent.commands.server:cmd_status",
     ("server", "stop"): "agent.commands.server:cmd_stop",
     ("server", "logs"): "agent.commands.server:cmd_logs",
@@ -101,6 +102,25 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument(
         "--strict", action="store_true", help="refuse on a preflight warning too (memory, chat template)"
     )
+
+    tune = server_cmds.add_parser(
+        "tune",
+        help="measure the speculative setups the binary offers and keep the fastest as PROFILE-tuned",
+    )
+    tune.add_argument("profile", help="profile name (see `agent server profiles`) or a .toml path")
+    tune.add_argument("--budget", default="10m", help="time for the whole sweep, e.g. 10m, 90s (default 10m)")
+    tune.add_argument("--max-tokens", type=int, default=256, help="per bench prompt (default 256)")
+    tune.add_argument("--temperature", type=float, default=0.0, help="default 0: the same text every setup")
+    tune.add_argument("--seed", type=int, help="sampling seed sent with every request")
+    tune.add_argument("--lengths", metavar="N,N", help="draft-model lengths to try (default 4,8,16)")
+    tune.add_argument("--ngram-lengths", metavar="N,N", help="n-gram draft lengths to try (default 16,32,64)")
+    tune.add_argument(
+        "--tasks", nargs="?", const="examples/tasks", metavar="DIR",
+        help="measure on a task suite (default examples/tasks) instead of the bench prompts",
+    )  # fmt: skip
+    tune.add_argument("--task", action="append", metavar="NAME", help="with --tasks: only these tasks")
+    tune.add_argument("--task-timeout", type=float, default=600, help="with --tasks: seconds per task")
+    tune.add_argument("--out", metavar="DIR", help="results.json and the chart (default: the state dir)")
 
     status = server_cmds.add_parser("status", help="the servers we started, from any terminal")
     status.add_argument("--json", action="store_true")

@@ -15,6 +15,7 @@ import asyncio
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -226,13 +227,61 @@ def keep_failed_log(log_path: str) -> str:
     return str(kept)
 
 
+AUTO = "auto"
+FALLBACK_PROFILE = "coder"  # the embedded default, for `-p auto` with nothing measured
+
+
 def resolve_profile(
-    settings: Settings, profile: str | None, base_url: str | None, workspace: Path
+    settings: Settings,
+    profile: str | None,
+    base_url: str | None,
+    workspace: Path,
+    say: Callable[[str], None] | None = None,
 ) -> ServerProfile:
+    """The profile a command runs on. `-p auto` picks one and tells `say` which and why."""
     url = base_url or (settings.base_url if not profile else None)
     if url:
         return attach_profile(url)
-    return get_profile(profile or settings.profile, workspace)
+    name = profile or settings.profile
+    if name != AUTO:
+        return get_profile(name, workspace)
+    chosen, why = pick_auto(settings, workspace)
+    if say:
+        say(why)
+    return chosen
+
+
+def pick_auto(settings: Settings, workspace: Path) -> tuple[ServerProfile, str]:
+    """The fastest profile measured on this machine (`agent bench`, `agent server tune`) among those
+    that can start here and may be picked; the embedded default when none is."""
+    from agent.measurements import measured_here
+    from agent.server import profile_status
+    from agent.server.profiles import load_profiles
+
+    profiles = load_profiles(workspace)
+    candidates = []
+    for m in measured_here().values():
+        p = profiles.get(m.profile)
+        if (
+            p is not None
+            and p.auto
+            and p.kind != "attach"
+            and not profile_status(p, settings).startswith("missing")
+        ):
+            candidates.append(m)
+    if not candidates:
+        default = settings.profile if settings.profile != AUTO else FALLBACK_PROFILE
+        return get_profile(default, workspace), (
+            f"-p auto: nothing measured on this machine yet, so the default profile '{default}'. "
+            "`agent server tune PROFILE` or `agent bench PROFILE ...` measures."
+        )
+    candidates.sort(key=lambda m: m.gen_tok_s, reverse=True)
+    best, rest = candidates[0], candidates[1:4]
+    when = time.strftime("%Y-%m-%d", time.localtime(best.when))
+    why = f"-p auto: '{best.profile}', the fastest measured here: {best.gen_tok_s:.1f} tok/s ({when}, `{best.command}`)"
+    if rest:
+        why += "; then " + ", ".join(f"{m.profile} {m.gen_tok_s:.1f}" for m in rest)
+    return profiles[best.profile], why
 
 
 def _api_key(profile: ServerProfile, settings: Settings) -> str | None:

@@ -281,8 +281,9 @@ async def run_task(args: Any, settings: Settings, observe: Callable[[Event], Non
     named_now = args.profile or (spec.profile if task else None)
     base_url = args.base_url or (None if named_now else started.get("base_url") or None)
     profile = resolve_profile(
-        settings, named_now or spec.profile or started.get("profile"), base_url, workdir
-    )
+        settings, named_now or spec.profile or started.get("profile"), base_url, workdir,
+        say=None if (args.quiet or args.json) else lambda why: print(why, file=sys.stderr),
+    )  # fmt: skip
     actions = args.actions or spec.actions or profile.actions
     approval = args.approval or spec.approval or settings.approval
     if approval == "ask" and not args.quiet and not args.json:

@@ -180,6 +180,7 @@ _DRAFT_COUNTERS = {
         "llamacpp:spec_decode_num_accepted_tokens_total",
         "vllm:spec_decode_num_accepted_tokens_total",
     ),
+    "drafts": ("llamacpp:spec_decode_num_drafts_total", "vllm:spec_decode_num_drafts_total"),
 }
 
 

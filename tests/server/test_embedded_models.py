@@ -223,7 +223,7 @@ def test_profiles_name_embedded_models_for_the_model_and_the_draft(tmp_path):
 
 
 def test_profiles_listing_names_an_uninstalled_embedded_model_with_its_pip_command(site, monkeypatch):
-    from agent.commands.server import _profile_status
+    from agent.server import profile_status
 
     absent = EmbeddedModel(
         "absent", "absent.gguf", "Absent", "no-such-pkg-part{n}", "1.0", "0" * 64, "coder", 2, 10, 5
@@ -231,7 +231,7 @@ def test_profiles_listing_names_an_uninstalled_embedded_model_with_its_pip_comma
     monkeypatch.setitem(EMBEDDED_MODELS, "absent", absent)
     profile = ServerProfile(name="p", model="embedded:absent")
     assert (
-        _profile_status(profile, Settings()) == "missing: embedded:absent (pip install 'spec-agent[coder]')"
+        profile_status(profile, Settings()) == "missing: embedded:absent (pip install 'spec-agent[coder]')"
     )
 
 
