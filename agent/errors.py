@@ -6,7 +6,8 @@ from __future__ import annotations
 class AgentError(Exception):
     """What failed, why, and what to do about it.
 
-    `exit_code` follows `agent run`'s convention: 2 for usage and configuration, 4 for the server.
+    `exit_code` follows `agent run`'s convention: 2 for usage and configuration, 4 for the server,
+    5 for a workspace another agent holds (agent/lock.py).
     """
 
     exit_code = 2
