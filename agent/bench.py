@@ -157,9 +157,12 @@ def run(
     max_tokens: int,
     temperature: float,
     runs: int,
+    timeout: float | None = None,
     **options: Any,
 ) -> list[BenchResult]:
-    return asyncio.run(run_prompts(endpoint, prompts, max_tokens, temperature, runs, **options))
+    """`timeout`: seconds for all of it; past them TimeoutError, and the request in flight is closed."""
+    work = run_prompts(endpoint, prompts, max_tokens, temperature, runs, **options)
+    return asyncio.run(asyncio.wait_for(work, timeout) if timeout is not None else work)
 
 
 def log_results(results: list[BenchResult], endpoint: Endpoint) -> Path:

@@ -78,20 +78,21 @@ def sweep(
     ngram_lengths: tuple[int, ...] = NGRAM_LENGTHS,
 ) -> list[Setup]:
     """The setups in the order they run: no speculation first (the baseline), then every type at its
-    middle length, then the other lengths, so that a short budget still compares the types.
+    middle length (the profile's draft model before the n-gram types), then the other lengths, so that
+    a short budget still compares the types.
 
     `spec_types`: the binary's --spec-type values; `accepts(flag)`: whether it has a flag. A type it
     lacks is left out, and a length flag it lacks leaves that type at the server's default length."""
     draft = profile.speculative.draft_model if profile.speculative else None
     families: list[tuple[str, tuple[int | None, ...]]] = []
-    for kind, flag in NGRAM_TYPES.items():
-        if kind in spec_types:
-            families.append((kind, ngram_lengths if accepts(f"--{flag}") else (None,)))
-    if draft:
+    if draft:  # the profile's own draft model first: what its user runs it for
         own = profile.speculative.type if profile.speculative else ""
         kind = own if own in DRAFT_TYPES else "draft-simple"
         if kind in spec_types:
             families.append((kind, draft_lengths if accepts("--spec-draft-n-max") else (None,)))
+    for kind, flag in NGRAM_TYPES.items():
+        if kind in spec_types:
+            families.append((kind, ngram_lengths if accepts(f"--{flag}") else (None,)))
     setups = [Setup("none")]
     for kind, lengths in families:
         setups.append(Setup(kind, lengths[len(lengths) // 2]))
@@ -117,7 +118,7 @@ def setup_profile(profile: ServerProfile, setup: Setup) -> ServerProfile:
 @dataclass
 class SetupResult:
     setup: Setup
-    status: str = "not run"  # measured, failed, not run (budget)
+    status: str = "not run"  # measured, failed, stopped (at the budget's end), not run (budget)
     reason: str = ""
     gen_tok_s: float | None = None  # median over the measured requests
     prefill_tok_s: float | None = None
@@ -168,6 +169,10 @@ class Budget:
     @property
     def elapsed(self) -> float:
         return self.clock() - self.began
+
+    @property
+    def left(self) -> float:
+        return max(0.0, self.seconds - self.elapsed)
 
     def allows_another(self) -> bool:
         if not self.durations:

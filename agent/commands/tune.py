@@ -109,8 +109,16 @@ def _tune(args: Namespace, settings: Settings) -> int:
             began = time.monotonic()
             variant = setup_profile(profile, result.setup)
             try:
-                _measure(result, variant, args, settings, tasks, Path(scratch))
+                # The first setup is the baseline and runs whole; a later one stops at the budget's end.
+                _measure(
+                    result, variant, args, settings, tasks, Path(scratch), None if i == 1 else budget.left
+                )
                 result.status = "measured"
+            except TimeoutError:
+                result.status = "stopped"
+                result.reason = (
+                    f"stopped at the end of the budget ({args.budget}) after {time.monotonic() - began:.0f} s"
+                )
             except (AgentError, LLMError) as exc:
                 result.status, result.reason = "failed", str(getattr(exc, "what", exc)).splitlines()[0]
             result.seconds = round(time.monotonic() - began, 1)
@@ -163,7 +171,17 @@ def _tasks(args: Namespace) -> list[Path]:
 
 
 def _measure(result: SetupResult, variant: ServerProfile, args: Namespace, settings: Settings,
-             tasks: list[Path], scratch: Path) -> None:  # fmt: skip
+             tasks: list[Path], scratch: Path, seconds: float | None) -> None:  # fmt: skip
+    """`seconds`: what is left of the budget for the bench prompts (a task keeps its own timeout)."""
+    deadline = time.monotonic() + seconds if seconds is not None else None
+
+    def left() -> float | None:
+        if deadline is None:
+            return None
+        if (remaining := deadline - time.monotonic()) <= 0:
+            raise TimeoutError
+        return remaining
+
     label = result.setup.label
     with (
         console.start_progress(label) as started,
@@ -172,12 +190,12 @@ def _measure(result: SetupResult, variant: ServerProfile, args: Namespace, setti
         record = conn.handle.record if conn.handle else None
         result.server_argv = [record.binary, *record.argv] if record else []
         endpoint = conn.endpoint
-        run(endpoint, {}, args.max_tokens, args.temperature, 0, seed=args.seed, warmup=True)
+        run(endpoint, {}, args.max_tokens, args.temperature, 0, left(), seed=args.seed, warmup=True)
         before = _counters(endpoint)
         if tasks:
             _measure_tasks(result, variant, tasks, scratch, args)
         else:
-            rows = run(endpoint, SEED_PROMPTS, args.max_tokens, args.temperature, 1, seed=args.seed)
+            rows = run(endpoint, SEED_PROMPTS, args.max_tokens, args.temperature, 1, left(), seed=args.seed)
             result.gen_tok_s = median([r.stats.generation_tokens_per_second for r in rows])
             result.prefill_tok_s = median([r.stats.prompt_per_second for r in rows])
             drafted = sum(r.stats.drafted or 0 for r in rows)

