@@ -16,6 +16,8 @@ from agent.server import machine_paths
 from agent.server.lifecycle import MachinePaths, ServerHandle, plan_launch, start, stop
 from agent.server.profiles import get_profile
 from agent.server.registry import ServerRegistry
+from tools.base import ToolContext
+from tools.workspace import Workspace
 
 FIXTURES = Path(__file__).parent / "fixtures"
 AGENT_ENV = ("AGENT_PROFILE", "AGENT_BASE_URL", "AGENT_API_KEY", "AGENT_MODELS_DIR", "LLAMA_SERVER_BIN")
@@ -72,6 +74,14 @@ def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     for record in left:
         stop(record, ServerRegistry(state), grace=2)
     assert not left, f"test left servers running: {left}"
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> ToolContext:
+    """What a tool runs with: a fresh workspace folder `ws` in the test's tmp dir."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    return ToolContext(Workspace(root))
 
 
 @pytest.fixture(scope="session")

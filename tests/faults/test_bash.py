@@ -23,19 +23,10 @@ import pytest
 
 from tests.scripted_server import ScriptedServer
 from tests.test_headless import call, task_file
-from tools.base import ToolContext
 from tools.bash import Bash, BashArgs, CappedOutput, process_limit
-from tools.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[2]
 LINUX = sys.platform.startswith("linux")
-
-
-@pytest.fixture
-def ctx(tmp_path: Path) -> ToolContext:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return ToolContext(Workspace(root))
 
 
 def marked(marker: str) -> list[str]:

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import itertools
 import time
-from pathlib import Path
 
 import pytest
 
@@ -21,14 +20,6 @@ from tests.scripted_server import ScriptedServer
 from tests.test_loop import Run, call, git_repo
 from tools.base import ToolContext, ToolError, ToolRegistry
 from tools.files import EditArgs, EditFile, Grep, GrepArgs, MultiEdit, MultiEditArgs, nearest_lines
-from tools.workspace import Workspace
-
-
-@pytest.fixture
-def ctx(tmp_path: Path) -> ToolContext:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return ToolContext(Workspace(root))
 
 
 def module(functions: int) -> str:

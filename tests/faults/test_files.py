@@ -35,16 +35,8 @@ from tools.files import (
     WriteArgs,
     WriteFile,
 )
-from tools.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def ctx(tmp_path: Path) -> ToolContext:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return ToolContext(Workspace(root))
 
 
 def put(ctx: ToolContext, rel: str, data: bytes) -> Path:

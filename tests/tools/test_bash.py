@@ -9,16 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.base import ToolContext
 from tools.bash import Bash, BashArgs, CappedOutput
-from tools.workspace import Workspace
-
-
-@pytest.fixture
-def ctx(tmp_path: Path) -> ToolContext:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return ToolContext(Workspace(root))
 
 
 def alive(pid: int, settle: float = 2.0) -> bool:

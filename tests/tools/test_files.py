@@ -29,13 +29,6 @@ from tools.files import (
 from tools.workspace import Workspace
 
 
-@pytest.fixture
-def ctx(tmp_path: Path) -> ToolContext:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return ToolContext(Workspace(root))
-
-
 def put(ctx: ToolContext, rel: str, text: str) -> Path:
     path = ctx.workspace.root / rel
     path.parent.mkdir(parents=True, exist_ok=True)
