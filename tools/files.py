@@ -36,6 +36,7 @@ import shutil
 import stat
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1017,6 +1018,8 @@ class Grep:
                     f.seek(0)
                     rel = ctx.workspace.relative(path)
                     for number, raw in enumerate(f, 1):  # line by line: a huge file is never loaded whole
+                        if number % 2048 == 0:
+                            time.sleep(0)  # hand the GIL over: the event loop must not wait on this thread
                         line = raw.decode("utf-8", "replace").rstrip("\r\n")
                         if regex.search(line):
                             hits.append(f"{rel}:{number}:{line[:300]}")
