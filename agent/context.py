@@ -116,11 +116,14 @@ class ContextWindow:
                 1, int(overflow.n_prompt_tokens - sum(_chars(m) for m in messages[1:]) / CHARS_PER_TOKEN)
             )
         self.known = None  # counts are stale once the history changes
+        body_before = sum(_chars(m) for m in messages[1:])
         summarised = self._prune(messages)
         steps = ["old tool outputs pruned"] if summarised else []
         must_shrink = overflow is not None  # the server's word beats our estimate
-        for keep in (self.keep_turns, 1):
-            if not must_shrink and self.estimate(messages) <= self.target:
+        # Only when the server says so is the newest turn summarised too (keep 0): the model then goes on
+        # from the summary and the task alone, which beats stopping with the context full.
+        for keep in (self.keep_turns, 1, 0):
+            if not must_shrink and (keep == 0 or self.estimate(messages) <= self.target):
                 break
             cut = self._tail_start(messages, keep)
             if cut <= 2:
@@ -151,14 +154,12 @@ class ContextWindow:
         if overflow is not None and not steps:
             raise ContextTooSmall(self._too_small(messages, overflow))
         if steps:
-            self._done(agent, before, summarised, f"{reason} ({', '.join(steps)})")
-
-    def _done(self, agent: Agent, before: int, count: int, reason: str) -> None:
-        agent.emit(
-            Compacted(
-                before, self.estimate(agent.messages), count, reason, [dict(m) for m in agent.messages[1:]]
-            )
-        )
+            # After = before less what was taken out: one basis for both numbers (a fresh estimate of
+            # the whole, more pessimistic than the server's count, could show a shrink as a growth).
+            body_after = sum(_chars(m) for m in messages[1:])
+            after = max(0, before - int((body_before - body_after) / CHARS_PER_TOKEN))
+            history = [dict(m) for m in messages[1:]]
+            agent.emit(Compacted(before, after, summarised, f"{reason} ({', '.join(steps)})", history))
 
     def _prune(self, messages: list[dict[str, Any]]) -> int:
         assistant_indices = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
@@ -177,7 +178,9 @@ class ContextWindow:
 
     def _tail_start(self, messages: list[dict[str, Any]], keep: int) -> int:
         """Where the verbatim tail begins: the keep-th last assistant message (0 when there is none
-        after the first message)."""
+        after the first message; the end when none is kept)."""
+        if keep == 0:
+            return len(messages)
         assistant_indices = [i for i, m in enumerate(messages) if m.get("role") == "assistant" and i > 1]
         return assistant_indices[-keep] if len(assistant_indices) >= keep else 0
 

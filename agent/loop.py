@@ -129,13 +129,15 @@ class Agent:
     async def _ask(self) -> Completion:
         self.turn += 1
         self.emit(TurnStarted(self.turn))
-        for attempt in range(2):
+        # Up to two compactions on overflow: the first summarises older turns, the second the newest
+        # one too; each shrinks the history or raises ContextTooSmall, so this cannot loop.
+        for attempt in range(3):
             if self.context:
                 await self.context.fit(self)
             try:
                 return await self._stream()
             except ContextOverflow as overflow:
-                if attempt or not self.context:
+                if attempt == 2 or not self.context:
                     raise
                 await self.context.compact(self, reason=f"the server said: {overflow}", overflow=overflow)
             except LLMError as failure:

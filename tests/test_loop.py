@@ -370,6 +370,44 @@ async def test_a_server_overflow_summarises_old_turns_and_retries(tmp_path):
     assert compacted.history == retried[1:]  # what a resumed session will rebuild
 
 
+async def test_an_overflow_on_the_first_turn_summarises_that_turn_and_goes_on(tmp_path):
+    # A small context and one big turn (the tiny model's garbage calls did this in CI): nothing older
+    # is left, so the newest turn is summarised too rather than the run stopping with a full context.
+    replies = [
+        {"tool_calls": [call("list_files"), call("list_files")]},
+        {"overflow": True},
+        {"content": "I listed the files twice."},
+        {"content": "done"},
+    ]
+    with ScriptedServer(replies) as server:
+        run = Run(server, tmp_path)
+        outcome = await run("List the files.")
+    assert outcome.status == "completed" and outcome.final == "done"
+    [compacted] = run.of(Compacted)
+    assert compacted.messages_summarised == 4  # the task, the call and its two results
+    assert compacted.tokens_after < compacted.tokens_before
+    retried = server.requests[3]["messages"]
+    assert [m["role"] for m in retried] == ["system", "user"]
+    assert "I listed the files twice." in retried[1]["content"] and "List the files." in retried[1]["content"]
+
+
+async def test_a_second_overflow_after_a_compaction_compacts_again(tmp_path):
+    replies = [
+        *[{"tool_calls": [call("list_files")]}] * 3,
+        {"overflow": True},
+        {"content": "Listed twice."},
+        {"overflow": True},
+        {"content": "Listed three times."},
+        {"content": "done"},
+    ]
+    with ScriptedServer(replies) as server:
+        run = Run(server, tmp_path)
+        outcome = await run("List the files.")
+    assert outcome.status == "completed" and outcome.final == "done"
+    assert len(run.of(Compacted)) == 2
+    assert "Listed three times." in server.requests[7]["messages"][1]["content"]
+
+
 def test_close_json_keeps_what_was_written_as_a_prefix():
     from agent.toolcalls import history_arguments
 
