@@ -189,19 +189,47 @@ REPEAT_SPAN = 800  # characters that must repeat one unit, at the end of a strea
 REPEAT_CHECK_EVERY = 200
 
 
-def repeating_tail(text: str, span: int = REPEAT_SPAN, max_unit: int = 200) -> int | None:
-    """The length of the unit that the end of `text` repeats over the last `span` characters, if any.
+def repeating_tail(
+    text: str, span: int = REPEAT_SPAN, max_unit: int = 200, max_block: int = 12_000, probe: int = 200
+) -> int | None:
+    """The length of the unit that the end of `text` repeats, if it is in a loop.
 
-    Small models fall into loops (one assert written until the time limit, FACTS.md). A unit of at most
-    `max_unit` characters repeated over `span` characters (4+ times) is such a loop, not code.
+    Small models fall into loops (FACTS.md): one assert written until the time limit, or whole files
+    written again and again in one answer (the 1.5B in `agent new`, 2048 tokens a turn). A loop is
+    - a unit of at most `max_unit` characters repeated over the last `span` characters (4+ times), or
+    - a longer unit, up to `max_block`, written twice in a row: the last 2 x unit characters are one
+      text twice. Code that repeats a long passage does so elsewhere (a moved function: once in the
+      SEARCH, once in the new file, with other text between), not back to back.
     """
-    if len(text) < span + 1:
+    if len(text) > span:
+        tail = text[-(span + max_unit) :]
+        for unit in range(1, min(max_unit, span // 4) + 1):
+            if tail[-span:] == tail[-span - unit : -unit]:
+                return unit
+    if len(text) < 2 * (max_unit + 1):
         return None
-    tail = text[-(span + max_unit) :]
-    for unit in range(1, min(max_unit, span // 4) + 1):
-        if tail[-span:] == tail[-span - unit : -unit]:
-            return unit
+    # Candidate units are the distances back to earlier copies of the last `probe` characters.
+    key, end = text[-probe:], len(text)
+    at = text.rfind(key, 0, end - 1)
+    while at != -1:
+        unit = end - probe - at
+        if unit > max_block or 2 * unit > end:
+            break
+        if text[-unit:] == text[-2 * unit : -unit]:
+            # A short unit twice is no loop yet: the rule above waits for 4 copies of it.
+            return unit if unit > max_unit else None
+        at = text.rfind(key, 0, at + probe - 1)
     return None
+
+
+def one_copy(text: str, unit: int) -> str:
+    """`text` cut after the first copy of the loop it ends in: where the repetition begins, plus one
+    unit (no half-written copy is kept, so an edit block the loop repeats stays whole; the copy may
+    lose trailing characters, such as a blank line, that it shares with the text before it)."""
+    start = len(text) - unit
+    while start > 0 and text[start - 1] == text[start - 1 + unit]:
+        start -= 1
+    return text[: start + unit]
 
 
 @dataclass(frozen=True)
@@ -405,7 +433,7 @@ class ModelClient:
                         yield TextDelta(delta.content)
                         if size - checked_at >= REPEAT_CHECK_EVERY:
                             checked_at = size
-                            looped = repeating_tail("".join(text[-400:]))
+                            looped = repeating_tail("".join(text))
                     thought = (delta.model_extra or {}).get("reasoning_content")
                     if thought:
                         reasoning.append(thought)
@@ -462,8 +490,7 @@ class ModelClient:
         content = "".join(text)
         if looped:
             finish = None  # cut by us: what it was writing is unfinished
-            while content[-looped:] == content[-2 * looped : -looped]:  # keep one copy of the loop
-                content = content[:-looped]
+            content = one_copy(content, looped)
         yield Completion(
             content, "".join(reasoning), tool_calls, stats, complete=finish is not None, repetition=looped
         )

@@ -183,6 +183,47 @@ async def test_a_looping_answer_is_cut_and_kept_once(tmp_path):
     assert kept.count("assert f(1) == 1") <= 2
 
 
+CLI = [
+    "cli.py", f"{FENCE}python", "import argparse", "", "", "def main(argv=None):",
+    "    parser = argparse.ArgumentParser(description='Sum integers.')",
+    "    parser.add_argument('numbers', nargs='+', type=int)",
+    "    print(sum(parser.parse_args(argv).numbers))", "    return 0", FENCE, "",
+    "__main__.py", f"{FENCE}python", "from cli import main", "", "raise SystemExit(main())", FENCE, "",
+]  # fmt: skip
+
+
+async def test_files_written_again_and_again_in_one_answer_are_cut_after_the_first_copy(tmp_path):
+    # The 1.5B in `agent new`: two files, then the same two again, until max_tokens (2048 a turn).
+    repo = git_repo(tmp_path / "repo")
+    unit = "\n".join(CLI) + "\n"
+    with ScriptedServer([{"content": unit * 8}, answer("Done.")]) as server:
+        run = Run(server, repo, actions="blocks")
+        await run()
+        kept = server.requests[1]["messages"][2]["content"]
+    streamed = sum(len(e.text) for e in run.events if e.kind == "text.delta")
+    assert streamed < 3.5 * len(unit)  # the stream was closed during the third copy, not read to its end
+    assert kept == unit  # one whole copy: no half-written block to refuse
+    assert (repo / "cli.py").read_text() == "\n".join(CLI[2:10]) + "\n"
+    assert any("repeating itself" in n.message for n in run.of(Notice))
+
+
+async def test_a_long_passage_written_twice_apart_is_not_a_loop(tmp_path):
+    # Moving a function: its text once in the SEARCH of one file and once in another file, not back to back.
+    repo = git_repo(tmp_path / "repo")
+    moved = [line for i in range(8) for line in (f"def helper_{i}(value):", f"    return value * {i}", "")]
+    (repo / "a.py").write_text("\n".join(moved) + "\n")
+    move = answer(
+        "a.py", f"{FENCE}python", "<<<<<<< SEARCH", *moved, "=======", "from b import *", ">>>>>>> REPLACE",
+        FENCE, "", "b.py", f"{FENCE}python", *moved, FENCE,
+    )  # fmt: skip
+    with ScriptedServer([move, answer("Done.")]) as server:
+        run = Run(server, repo, actions="blocks")
+        await run()
+    assert not any("repeating itself" in n.message for n in run.of(Notice))
+    assert (repo / "a.py").read_text() == "from b import *\n"
+    assert (repo / "b.py").read_text() == "\n".join(moved) + "\n"
+
+
 async def test_the_prompts_example_folder_and_bare_names_of_existing_files_are_understood(tmp_path):
     repo = git_repo(tmp_path / "repo")
     (repo / "pkg").mkdir()

@@ -16,6 +16,8 @@ from agent.llm import (
     ServerFailure,
     ServerGone,
     ServerLoading,
+    one_copy,
+    repeating_tail,
 )
 from tests.conftest import free_port
 from tests.scripted_server import ScriptedServer
@@ -237,3 +239,16 @@ async def test_a_tool_call_cut_off_at_max_tokens_arrives_as_written_with_finish_
         await client.close()
     assert done.tool_calls[0].arguments == cut  # parsing and repair are the loop's job, with the raw text
     assert done.stats.finish_reason == "length"
+
+
+def test_a_loop_is_a_short_unit_four_times_or_a_long_unit_twice_in_a_row():
+    code = "".join(f"def f{i}(x):\n    return x * {i}\n\n" for i in range(60))  # long, no loop
+    assert repeating_tail(code) is None
+    short = "x = compute(1)\n" * 10  # 150 characters: twice is normal code, 4 times over 800 is a loop
+    assert repeating_tail(code + short * 2) is None and repeating_tail(code + short * 6) == 15
+    block = "a.py\n```python\n" + code[:400] + "```\n\n"
+    assert repeating_tail(code + block) is None
+    assert repeating_tail(code + block * 2) == len(block)
+    assert repeating_tail(code + block * 2 + block[:100]) == len(block)  # caught at any point of the copy
+    # One whole copy; the blank line it shares with the text before it may go from its end.
+    assert one_copy(code + block * 2 + block[:100], len(block)).rstrip() == (code + block).rstrip()
