@@ -955,7 +955,7 @@ class Grep:
             raise ToolError(f"Invalid regular expression {args.pattern!r}: {exc}.") from exc
         found = await Grep._ripgrep(args, base, ctx) if shutil.which("rg") else None
         if found is None:
-            stop = threading.Event()  # set when this task is cancelled: the thread stops at the next file
+            stop = threading.Event()  # set when this task is cancelled: the thread stops within 2048 lines
             try:
                 found = await asyncio.to_thread(Grep._python, regex, args, base, ctx, stop)
             finally:
@@ -1019,6 +1019,8 @@ class Grep:
                     rel = ctx.workspace.relative(path)
                     for number, raw in enumerate(f, 1):  # line by line: a huge file is never loaded whole
                         if number % 2048 == 0:
+                            if stop.is_set():  # cancelled mid-file: a 55 MB log is not read to its end
+                                return hits, _dead_links_note(ctx, dead)
                             time.sleep(0)  # hand the GIL over: the event loop must not wait on this thread
                         line = raw.decode("utf-8", "replace").rstrip("\r\n")
                         if regex.search(line):

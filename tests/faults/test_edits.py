@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import re
+import threading
 import time
 
 import pytest
@@ -169,6 +171,23 @@ async def test_esc_cancels_a_slow_tool_at_once(slow_files, which):
     answered = time.perf_counter() - cancelled_at
     print(f"{which}: {took:.2f} s of work, cancelled in {answered * 1000:.0f} ms")
     assert took > 0.25 and answered < took / 2
+
+
+def test_a_cancelled_grep_stops_reading_in_the_middle_of_a_big_file(slow_files):
+    """Esc returns at once (above), but the thread behind it must stop too, not read 55 MB to the end."""
+    regex = re.compile(r"matches\s+nothing|x{41}", re.IGNORECASE)
+    args = GrepArgs(pattern=regex.pattern)
+    base = slow_files.workspace.root / "big.log"
+    started = time.perf_counter()
+    Grep._python(regex, args, base, slow_files, threading.Event())
+    whole = time.perf_counter() - started
+    stop = threading.Event()
+    threading.Timer(0.05, stop.set).start()
+    started = time.perf_counter()
+    Grep._python(regex, args, base, slow_files, stop)
+    stopped = time.perf_counter() - started
+    print(f"grep of 55 MB: {whole:.2f} s whole, {stopped * 1000:.0f} ms when stopped after 50 ms")
+    assert whole > 0.25 and stopped < whole / 2
 
 
 # ---------------------------------------------------------------------------------------------- multi_edit
