@@ -18,7 +18,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,31 +25,10 @@ import pytest
 from agent.config import state_dir
 from agent.lock import BUSY_EXIT, AgentLocks
 from agent.session import INTERRUPTED_WHILE_RUNNING
+from tests.faults import REPO, run_agent, start_agent, wait_until
 from tests.faults.test_bash import left_behind
 from tests.scripted_server import ScriptedServer
 from tests.test_headless import call, sessions, task_file
-
-REPO = Path(__file__).resolve().parents[2]
-AGENT = [sys.executable, "-m", "agent", "run"]
-
-
-def start_agent(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([*AGENT, *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=os.environ.copy())  # fmt: skip
-
-
-def run_agent(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([*AGENT, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                          env=os.environ.copy())  # fmt: skip
-
-
-def wait_until(condition: Callable[[], object], timeout: float = 30, what: str = "", poll: float = 0.01):
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or condition}")
-        time.sleep(poll)
-    return value
 
 
 def transcript_lines(path: Path) -> list[dict]:

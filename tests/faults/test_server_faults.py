@@ -20,10 +20,9 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
@@ -34,9 +33,9 @@ import pytest
 from agent.server.lifecycle import stop
 from agent.server.registry import ServerRecord, ServerRegistry, process_start_time
 from tests.conftest import free_port, start_profile
+from tests.faults import REPO, run_agent, start_agent, wait_until
 
 pytestmark = pytest.mark.server
-REPO = Path(__file__).resolve().parents[2]
 
 
 # ------------------------------------------------------------------------------------------- helpers
@@ -68,25 +67,6 @@ def task(tmp_path: Path, body: str = "Say hello.", **front: object) -> Path:
     return path
 
 
-def start_agent(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "agent", "run", *args, "--json"], cwd=REPO, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})  # fmt: skip
-
-
-def run_agent(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agent", "run", *args, "--json"], cwd=REPO, text=True,
-                          capture_output=True, timeout=timeout, env=os.environ.copy())  # fmt: skip
-
-
-def wait_until(condition: Callable[[], object], timeout: float = 120, what: str = "", poll: float = 0.005):
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or condition}")
-        time.sleep(poll)
-    return value
-
-
 def agent_server(isolated_state: Path, agent: subprocess.Popen) -> ServerRecord:
     """The llama-server the running `agent run` started, once it is registered."""
 
@@ -99,7 +79,7 @@ def agent_server(isolated_state: Path, agent: subprocess.Popen) -> ServerRecord:
         records = ServerRegistry(isolated_state).running()
         return records[0] if records else None
 
-    return wait_until(found, what="the agent's llama-server")
+    return wait_until(found, what="the agent's llama-server", poll=0.005)
 
 
 def log_of(record: ServerRecord) -> str:
@@ -148,7 +128,7 @@ def assert_resumes(session: str, before: bytes, isolated_state: Path, *args: str
     a model turn whose prompt holds the whole history. Returns the new part's events."""
     earlier = [json.loads(line) for line in before.decode().splitlines()]
     asked = max((t["stats"]["prompt_n"] + (t["stats"].get("cache_n") or 0) for t in earlier if t["type"] == "turn.completed"), default=300)  # fmt: skip
-    result = run_agent("--resume", session, *args)
+    result = run_agent("--resume", session, *args, "--json", timeout=180)
     assert result.returncode in (0, 3), result.stderr  # done, or the turn limit: either way it went on
     path, data, _ = transcript(isolated_state)
     assert path.stem == session and data.startswith(before)
@@ -186,11 +166,13 @@ def assert_killed_run(
 def test_kill_9_of_the_server_during_prefill(tmp_path, isolated_state, embedded):
     profile = fault_profile(isolated_state)
     work = tmp_path / "work"
-    proc = start_agent(str(task(tmp_path, max_turns=1)), "-p", profile, "--workdir", str(work))
+    proc = start_agent(str(task(tmp_path, max_turns=1)), "-p", profile, "--workdir", str(work), "--json")
     with finally_gone(isolated_state) as seen:
         record = agent_server(isolated_state, proc)
         seen.append(record)
-        wait_until(lambda: "processing task" in log_of(record), what="the request to reach the server")
+        wait_until(
+            lambda: "processing task" in log_of(record), what="the request to reach the server", poll=0.005
+        )
         os.kill(record.pid, signal.SIGKILL)
         out, err = proc.communicate(timeout=60)
     assert "prompt eval time" not in log_of(record)  # it died before its prefill was done
@@ -206,7 +188,9 @@ def test_kill_9_of_the_server_during_prefill(tmp_path, isolated_state, embedded)
 
 def test_kill_9_of_the_server_during_a_stream(tmp_path, isolated_state, embedded):
     profile = fault_profile(isolated_state, max_tokens=400)
-    proc = start_agent(str(task(tmp_path, max_turns=1)), "-p", profile, "--workdir", str(tmp_path / "work"))
+    proc = start_agent(
+        str(task(tmp_path, max_turns=1)), "-p", profile, "--workdir", str(tmp_path / "work"), "--json"
+    )
     with finally_gone(isolated_state) as seen:
         record = agent_server(isolated_state, proc)
         seen.append(record)
@@ -229,7 +213,7 @@ def test_kill_9_of_the_server_between_turns(tmp_path, isolated_state, embedded):
         f"while [ ! -f {flags['killed']} ]; do sleep 0.05; done; false; fi"
     )
     body = task(tmp_path, max_turns=2, check=check, check_rounds=1)
-    proc = start_agent(str(body), "-p", profile, "--workdir", str(tmp_path / "work"))
+    proc = start_agent(str(body), "-p", profile, "--workdir", str(tmp_path / "work"), "--json")
     with finally_gone(isolated_state) as seen:
         record = agent_server(isolated_state, proc)
         seen.append(record)
@@ -255,7 +239,7 @@ def test_a_server_that_hangs_mid_stream_is_a_timeout_with_a_clear_message(tmp_pa
     server stopped answering, and stops the stopped server (SIGTERM with SIGCONT, not a 10 s grace)."""
     profile = fault_profile(isolated_state, max_tokens=400)
     proc = start_agent(
-        str(task(tmp_path, max_turns=1)), "-p", profile, "--workdir", str(tmp_path / "work"),
+        str(task(tmp_path, max_turns=1)), "-p", profile, "--workdir", str(tmp_path / "work"), "--json",
         env={"AGENT_STALL_TIMEOUT": "2"},
     )  # fmt: skip
     with finally_gone(isolated_state) as seen:
@@ -362,7 +346,8 @@ def test_a_server_restarted_on_another_port(tmp_path, isolated_state, embedded):
     first = start_profile("tiny", embedded, isolated_state)
     body = task(tmp_path, max_turns=1, sampling={"temperature": 0, "max_tokens": 8})
     try:
-        result = run_agent(str(body), "--base-url", first.base_url, "--workdir", str(tmp_path / "work"))
+        result = run_agent(str(body), "--base-url", first.base_url, "--workdir", str(tmp_path / "work"), "--json",
+                           timeout=180)  # fmt: skip
         assert result.returncode in (0, 3), result.stderr
     finally:
         stop(first, ServerRegistry(isolated_state))
@@ -371,7 +356,7 @@ def test_a_server_restarted_on_another_port(tmp_path, isolated_state, embedded):
     try:
         assert second.record.port != first.record.port
         began = time.monotonic()
-        lost = run_agent("--resume", path.stem)
+        lost = run_agent("--resume", path.stem, "--json", timeout=180)
         assert lost.returncode == 4 and time.monotonic() - began < 30
         assert f"nothing answers at {first.base_url}" in lost.stderr
         assert "--base-url URL" in lost.stderr and "Traceback" not in lost.stderr
@@ -440,7 +425,9 @@ def test_a_server_without_props_and_models_is_used_with_the_fallbacks_announced(
     url = f"http://127.0.0.1:{proxy.server_address[1]}"
     try:
         body = task(tmp_path, max_turns=1, sampling={"temperature": 0, "max_tokens": 8})
-        result = run_agent(str(body), "--base-url", url, "--workdir", str(tmp_path / "work"))
+        result = run_agent(
+            str(body), "--base-url", url, "--workdir", str(tmp_path / "work"), "--json", timeout=180
+        )
         assert result.returncode in (0, 3), result.stderr
         notices = [e["message"] for e in events(result.stdout) if e["type"] == "notice"]
         assert any("/v1/models: HTTP 404" in n and "'default'" in n for n in notices), notices
