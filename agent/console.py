@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -14,6 +15,17 @@ from agent.errors import AgentError
 # Captured output (CI logs, a pipe to a file) gets room for the wide tables instead of rich's 80 columns.
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 160)
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl+C (KeyboardInterrupt) inside the block, so a long command's `finally`
+    blocks run: the running request stops and a server it started is stopped. Put back afterwards."""
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def show_error(exc: AgentError) -> None:

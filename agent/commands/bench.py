@@ -176,14 +176,9 @@ def _server_pid(conn: Connection) -> int | None:
 
 
 def cmd_bench(args: Namespace, settings: Settings) -> int:
-    import signal
-
     # SIGTERM unwinds like Ctrl+C, so the running request, task or agent and the profile's server stop.
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    try:
+    with console.sigterm_as_interrupt():
         return _bench(args, settings)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _bench(args: Namespace, settings: Settings) -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import signal
 import tempfile
 import time
 from argparse import Namespace
@@ -45,11 +44,8 @@ from agent.tune import (
 
 def cmd_tune(args: Namespace, settings: Settings) -> int:
     # SIGTERM unwinds like Ctrl+C: the running setup's server stops, and no profile is written.
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    try:
+    with console.sigterm_as_interrupt():
         return _tune(args, settings)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def command_line(args: Namespace) -> str:
