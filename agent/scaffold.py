@@ -515,18 +515,26 @@ def guarded_check(check: str, skeleton_sha: str, tests: str = "") -> str:
     """The agent part's check: the template's, and a change since the skeleton, in the tests folder
     when the template names one. The skeleton passes its own check, so without this a model that says
     "done" without acting would pass, and so would one that wrote code but no test of it (both habits
-    of the embedded 1.5B, docs/benchmarks.md). A failure says why, for the model to read."""
+    of the embedded 1.5B, docs/benchmarks.md). A failure says why, for the model to read, and shows
+    the test file to extend: told only "add a test", the 1.5B wrote its code file again, unchanged."""
     where = f" -- {shlex.quote(tests)}" if tests else ""
     unchanged = (
         f"git diff --quiet {skeleton_sha[:12]}{where} && "
         f'test -z "$(git ls-files --others --exclude-standard{where})"'
     )
-    message = (
-        f"No test of yours yet: add a test of what you built in {tests}/, then run the check again."
-        if tests
-        else "Nothing is built yet: every file is still as the template made it."
+    if not tests:
+        message = "Nothing is built yet: every file is still as the template made it."
+        return f"{check} && ! {{ {unchanged} && echo {shlex.quote(message)}; }}"
+    say = (
+        "No test of yours yet. Write $f out whole, with one more test function: it runs what you "
+        "built as a user would, with an input from the task, and checks what it prints."
     )
-    return f"{check} && ! {{ {unchanged} && echo {shlex.quote(message)}; }}"
+    show = (
+        f"f=$(git ls-files{where} | head -n 1); f=${{f:-{shlex.quote(tests)}/test_it.py}}; "
+        f'echo "{say}"; '
+        'if [ -f "$f" ]; then printf \'\\n%s now reads:\\n```\\n\' "$f"; cat "$f"; echo \'```\'; fi'
+    )
+    return f"{check} && ! {{ {unchanged} && {{ {show}; }}; }}"
 
 
 def task_body(template: Template, skeleton: Skeleton, values: dict[str, Any]) -> str:

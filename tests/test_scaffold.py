@@ -382,7 +382,10 @@ def test_when_the_server_is_not_there_the_skeleton_stays_and_the_task_can_be_run
                     ]
                 }
             ],
-            "No test of yours yet: add a test of what you built in tests/, then run the check again.",
+            # ... and is shown the test file to extend (told only "add a test", the 1.5B did not)
+            "No test of yours yet. Write tests/test_x.py out whole, with one more test function: it runs "
+            "what you built as a user would, with an input from the task, and checks what it prints.\n\n"
+            "tests/test_x.py now reads:\n```\n",
         ),
         # A template without a tests folder wants a change at least.
         ("empty", [], "Nothing is built yet: every file is still as the template made it."),
