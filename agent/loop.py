@@ -171,7 +171,10 @@ class Agent:
         answer = self.actions.read(completion, self.tools)
         if answer.notice:
             self.emit(Notice(answer.notice))
-        if completion.repetition:  # a loop is not an answer: say so, rather than end the task on it
+        # A loop with nothing in it to act on is not an answer: say so, rather than end the task on it.
+        # One whose kept copy holds actions is not a failure: the model's next message is their results
+        # (told "fix what failed" instead, the 1.5B wrote the same files again until the turn limit).
+        if completion.repetition and not answer.calls:
             answer.problems.append(
                 "Your answer kept repeating the same text, so it was cut. Write each thing once, then go on."
             )

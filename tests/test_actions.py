@@ -200,9 +200,11 @@ async def test_files_written_again_and_again_in_one_answer_are_cut_after_the_fir
         run = Run(server, repo, actions="blocks")
         await run()
         kept = server.requests[1]["messages"][2]["content"]
+        told = server.requests[1]["messages"][3]["content"]
     streamed = sum(len(e.text) for e in run.events if e.kind == "text.delta")
     assert streamed < 3.5 * len(unit)  # the stream was closed during the third copy, not read to its end
     assert kept == unit  # one whole copy: no half-written block to refuse
+    assert "Go on with the task" in told and "Not applied" not in told  # the files were written: no failure
     assert (repo / "cli.py").read_text() == "\n".join(CLI[2:10]) + "\n"
     assert any("repeating itself" in n.message for n in run.of(Notice))
 
