@@ -134,11 +134,13 @@ class BlockActions:
         pass
 
     def after_failed_check(self, feedback: str) -> str:
-        """The check's failure, the files the model changed as they are now, and the format again:
-        after a failed check small models tend to describe a fix instead of writing it."""
+        """The files the model changed as they are now, the check's failure, and the format again:
+        after a failed check small models tend to describe a fix instead of writing it. The failure
+        comes last, next to the instruction: the 1.5B rewrites the last file it was shown, so a check
+        that shows the file to change (agent new's test file) must not be followed by another."""
         self.failing = True
         files = [self._show(path) for path in self.changed]
-        return "\n\n".join([feedback, *[f for f in files if f], BLOCKS_REMINDER])
+        return "\n\n".join([*[f for f in files if f], feedback, BLOCKS_REMINDER])
 
     def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]:
         return []  # no schemas: the chat template then says nothing of JSON tool calls

@@ -95,4 +95,5 @@ def test_in_blocks_mode_a_failed_check_shows_the_changed_files_and_the_format_ag
         feedback = server.requests[2]["messages"][-1]["content"]
     assert "AssertionError: -1" in feedback
     assert "add.py now reads:\n```\ndef add(a, b):\n    return a - b\n```" in feedback
+    assert feedback.index("add.py now reads:") < feedback.index("AssertionError: -1")  # the failure last
     assert feedback.rstrip().endswith("Nothing changes unless you write the blocks.")
