@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tomllib
 
+from agent.tui import approval_bar
 from agent.tui.approval_bar import KEY_GUARD_S, ApprovalBar
 from agent.tui.tool_call import ToolCallView
 from tests.scripted_server import ScriptedServer
@@ -113,7 +114,7 @@ async def test_save_keeps_the_rule_in_the_project_config(tmp_path):
     assert config["permissions"]["allow"]["bash"] == ["mkdir -p *"]
 
 
-async def test_what_the_user_was_typing_survives_an_approval(tmp_path):
+async def test_what_the_user_was_typing_survives_an_approval(tmp_path, monkeypatch):
     ws = git_workspace(tmp_path / "ws")
     with ScriptedServer([{"delay": 0.5, **bash("touch x")}, {"content": "Done."}]) as server:
         app = make_app(ws, base_url=server.url, approval="ask")
@@ -122,10 +123,12 @@ async def test_what_the_user_was_typing_survives_an_approval(tmp_path):
             await send(pilot, "make x")
             await type_text(pilot, "next I want")
             bar = app.query_one(ApprovalBar)
+            # The guard's clock is set by the test: on a loaded box the key could arrive after 0.3 s.
+            monkeypatch.setattr(approval_bar, "KEY_GUARD_S", 60.0)
             await wait_for(pilot, lambda: bar.display)
-            await pilot.press("s")  # typed at once: the user was typing, not answering
+            await pilot.press("s")  # within the guard: the user was typing, not answering
             assert bar.display
-            await pilot.pause(KEY_GUARD_S + 0.05)
+            monkeypatch.setattr(approval_bar, "KEY_GUARD_S", 0.0)
             await pilot.press("y")
             await wait_for(pilot, lambda: "turn 2 ·" in screen_text(app))
             assert app.prompt.text == "next I wants"
@@ -141,7 +144,13 @@ async def test_esc_while_asking_withdraws_the_question_and_keeps_the_app(tmp_pat
             bar = app.query_one(ApprovalBar)
             await wait_for(pilot, lambda: bar.display)
             await pilot.press("escape")
-            await wait_for(pilot, lambda: not bar.display and not app.busy)
+            # Focus and the tool line's state arrive by messages queued after the bar hides: wait for them.
+            await wait_for(
+                pilot,
+                lambda: not bar.display and not app.busy and app.prompt.has_focus
+                and app.query_one(ToolCallView).state == "interrupted",
+                what="the question withdrawn, the input focused and the call marked interrupted",
+            )  # fmt: skip
             assert app.prompt.display and app.prompt.has_focus
             assert not (ws / "never").exists()
             assert app.query_one(ToolCallView).state == "interrupted"

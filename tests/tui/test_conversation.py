@@ -27,7 +27,8 @@ async def test_a_prompt_streams_its_answer_and_ends_with_the_turns_figures(tmp_p
             assert "tok/s gen" in text and "prefill" in text and "cache" in text
             assert server.requests[0]["messages"][-1]["content"].endswith("say hello")
             status = app.query_one(StatusLine)
-            assert len(status.turns) == 1 and status.context[1] > 0
+            await wait_for(pilot, lambda: len(status.turns) == 1, what="the turn in the status line")
+            assert status.context[1] > 0
 
 
 async def test_reasoning_is_shown_collapsed(tmp_path):
