@@ -228,7 +228,7 @@ class Printer:
             return f"  turn {event.turn} · {event.stats.summary()}"
         if kind == "check.result":
             verdict = "passed" if event.passed else "failed"
-            return f"[check {event.round}] `{event.command}` {verdict} ({event.seconds:.1f} s)"
+            return f"[check {event.round}] `{shown_command(event.command)}` {verdict} ({event.seconds:.1f} s)"
         if kind == "compaction":
             return f"[compaction] {event.tokens_before} → {event.tokens_after} tokens ({event.reason})"
         if kind in ("notice", "error", "draft.off"):
@@ -442,6 +442,17 @@ def _result(outcome, check: dict | None, interrupted: int | None) -> tuple[str, 
     return "completed", EXIT["success"]
 
 
+def shown_command(command: str, width: int = 100) -> str:
+    """A command on one line for progress output: a check can be a whole hidden script (a heredoc),
+    printed in full twice per run before this; its first line says what it is."""
+    lines = command.strip().splitlines() or [""]
+    first = lines[0]
+    if len(lines) == 1 and len(first) <= width:
+        return first
+    more = f" … ({len(lines)} lines)" if len(lines) > 1 else " …"
+    return first[: width - 2].rstrip() + more
+
+
 def _figures(summary: dict[str, Any]) -> str:
     parts = [f"{summary['turns']} turn{'s' if summary['turns'] != 1 else ''}"]
     if summary.get("median_gen_tok_s"):
@@ -459,7 +470,7 @@ def _explain(
     lines = []
     if check:
         verdict = "passed" if check.passed else f"failed (exit {check.exit_code})"
-        lines.append(f"check `{check.command}` {verdict}")
+        lines.append(f"check `{shown_command(check.command)}` {verdict}")
         if not check.passed:
             lines += ["  " + ln for ln in check.output.strip().splitlines()[-15:]]
     if outcome and outcome.error:

@@ -55,6 +55,17 @@ def test_a_task_that_passes_its_check_exits_0_with_the_answer_on_stdout(tmp_path
     assert "check `" in result.stderr and "passed" in result.stderr  # progress and verdict on stderr
 
 
+def test_a_check_that_is_a_whole_script_is_shown_by_its_first_line(tmp_path):
+    # The README's first task checks with a hidden heredoc script: it was printed whole, twice.
+    script = f"{sys.executable} - <<'HIDDEN'\nimport subprocess\nassert b'Hello' in subprocess.check_output(['{sys.executable}', 'hello.py'])\nHIDDEN"
+    task = task_file(tmp_path, "Create hello.py.", approval="full-auto", check=script, workdir="work")
+    with ScriptedServer(HELLO) as server:
+        result = agent("run", str(task), "--base-url", server.url)
+    assert result.returncode == 0, result.stderr
+    assert f"check `{sys.executable} - <<'HIDDEN' … (4 lines)` passed" in result.stderr
+    assert "import subprocess" not in result.stderr
+
+
 def test_a_failing_check_exits_1(tmp_path):
     task = task_file(tmp_path, "Create hello.py.", approval="full-auto", check="false")
     with ScriptedServer(HELLO) as server:
