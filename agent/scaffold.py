@@ -530,7 +530,8 @@ def guarded_check(check: str, skeleton_sha: str, tests: str = "") -> str:
         "built as a user would, with an input from the task, and checks what it prints."
     )
     show = (
-        f"f=$(git ls-files{where} | head -n 1); f=${{f:-{shlex.quote(tests)}/test_it.py}}; "
+        # The first test file (not a conftest.py or __init__.py that sorts before it).
+        f"f=$(git ls-files{where} | grep -m 1 '/test[^/]*$'); f=${{f:-{shlex.quote(tests)}/test_it.py}}; "
         f'echo "{say}"; '
         'if [ -f "$f" ]; then printf \'\\n%s now reads:\\n```\\n\' "$f"; cat "$f"; echo \'```\'; fi'
     )

@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 
 from agent.headless import load_task
-from agent.scaffold import derive_package_name
+from agent.scaffold import derive_package_name, guarded_check
 from tests.scripted_server import ScriptedServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -400,6 +400,33 @@ def test_a_model_that_says_done_without_building_and_testing_fails_the_check(
     assert feedback in server.requests[len(replies) + 1]["messages"][-1]["content"]
     assert "failed (exit 1), with" in result.stdout
     assert commits(tmp_path / "x") == [f"New project x from the {template} template"]
+
+
+def test_the_guard_shows_the_first_test_file_not_a_conftest_and_names_one_when_there_is_none(
+    tmp_path, git_identity
+):
+    def guard_says(files: dict[str, str]) -> str:
+        repo = tmp_path / f"r{len(list(tmp_path.iterdir()))}"
+        (repo / "tests").mkdir(parents=True)
+        for name, text in files.items():
+            (repo / name).write_text(text)
+        git = ["git", "-C", str(repo)]
+        subprocess.run([*git, "init", "-q"], check=True)
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "skeleton"], check=True)
+        sha = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        run = subprocess.run(
+            ["bash", "-c", guarded_check("true", sha, "tests")], cwd=repo, capture_output=True, text=True
+        )
+        assert run.returncode == 1, run
+        return run.stdout
+
+    said = guard_says({"tests/conftest.py": "import os\n", "tests/test_a.py": "def test_a():\n    pass\n"})
+    assert (
+        "Write tests/test_a.py out whole" in said and "tests/test_a.py now reads:\n```\ndef test_a():" in said
+    )
+    said = guard_says({"README.md": "x\n"})
+    assert "Write tests/test_it.py out whole" in said and "now reads" not in said
 
 
 def test_json_output_is_agent_runs_events_with_notices_for_the_skeleton(tmp_path, git_identity):
