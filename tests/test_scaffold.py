@@ -17,6 +17,7 @@ import pytest
 from agent.headless import load_task
 from agent.scaffold import derive_package_name, guarded_check
 from tests.scripted_server import ScriptedServer
+from tests.test_loop import git_repo
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((REPO / "docs" / "run-events.schema.json").read_text())
@@ -402,18 +403,15 @@ def test_a_model_that_says_done_without_building_and_testing_fails_the_check(
     assert commits(tmp_path / "x") == [f"New project x from the {template} template"]
 
 
-def test_the_guard_shows_the_first_test_file_not_a_conftest_and_names_one_when_there_is_none(
-    tmp_path, git_identity
-):
+def test_the_guard_shows_the_first_test_file_not_a_conftest_and_names_one_when_there_is_none(tmp_path):
     def guard_says(files: dict[str, str]) -> str:
-        repo = tmp_path / f"r{len(list(tmp_path.iterdir()))}"
-        (repo / "tests").mkdir(parents=True)
+        repo = git_repo(tmp_path / f"r{len(list(tmp_path.iterdir()))}")
+        (repo / "tests").mkdir()
         for name, text in files.items():
             (repo / name).write_text(text)
         git = ["git", "-C", str(repo)]
-        subprocess.run([*git, "init", "-q"], check=True)
         subprocess.run([*git, "add", "-A"], check=True)
-        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "skeleton"], check=True)
+        subprocess.run([*git, "commit", "-q", "-m", "skeleton"], check=True)
         sha = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
         run = subprocess.run(
             ["bash", "-c", guarded_check("true", sha, "tests")], cwd=repo, capture_output=True, text=True
