@@ -93,6 +93,11 @@ class Settings(BaseModel):
         default_factory=list, description="Folders outside the workspace that file tools may also use."
     )
     auto_commit: bool = Field(False, description="Commit the agent's changes after each task in a git repo.")
+    rewrite_guard: float = Field(
+        0.5, gt=0, le=1,
+        description="A whole-file rewrite deleting more than this share of an existing file's lines asks "
+        "in every approval mode (headless runs refuse it).",
+    )  # fmt: skip
     sandbox: bool = Field(
         True,
         description="Run bash inside bubblewrap in the auto-edit and full-auto modes, where it is installed.",

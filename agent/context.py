@@ -67,10 +67,14 @@ class ContextWindow:
         (each compaction costs one cache miss after the prefix)."""
         return int(self.budget * 0.6)
 
+    def cap_limit(self, share: float = 0.3) -> int:
+        """The characters of one tool output that `cap` keeps."""
+        return int(max(self.budget, 256) * share * CHARS_PER_TOKEN)
+
     def cap(self, output: str, share: float = 0.3) -> str:
         """A tool output cut to a share of the budget (head and tail kept): one huge file or log must
         not crowd out the conversation."""
-        limit = int(max(self.budget, 256) * share * CHARS_PER_TOKEN)
+        limit = self.cap_limit(share)
         if len(output) <= limit:
             return output
         half = limit // 2

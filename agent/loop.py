@@ -32,7 +32,7 @@ from agent.events import (
 from agent.guards import RepeatGuard, StopTask
 from agent.llm import Completion, ContextOverflow, LLMError, ModelClient, ToolCall
 from tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
-from tools.permissions import Permissions
+from tools.permissions import Permissions, Verdict
 
 Approver = Callable[[ApprovalRequested], Awaitable[ApprovalAnswer]]
 # Given a failed request, put things right (restart the server without its failing draft) and say
@@ -220,7 +220,9 @@ class Agent:
         began = time.monotonic()
         if parsed.error or tool is None or parsed.args is None:
             result = ToolResult(False, f"Error: {parsed.error}")
-        elif not (reason := await self._permitted(call, tool.effect, summary)):
+        elif not (
+            reason := await self._permitted(call, tool.effect, summary, _risk(tool, parsed.args, self.ctx))
+        ):
             result = await self._invoke(tool, parsed.args, call)
         else:
             result = ToolResult(False, f"Not run: {reason}")
@@ -239,9 +241,12 @@ class Agent:
         )
         return result
 
-    async def _permitted(self, call: ToolCall, effect: str, subject: str) -> str:
-        """'' when the call may run, else why not (written for the model)."""
+    async def _permitted(self, call: ToolCall, effect: str, subject: str, risk: str | None = None) -> str:
+        """'' when the call may run, else why not (written for the model). A call with a `risk` (a
+        rewrite deleting most of a file) asks in every mode, full-auto included."""
         verdict = self.permissions.check(call.name, effect, subject)
+        if risk and verdict.decision == "allow":
+            verdict = Verdict("ask", f"dangerous: {risk}")
         decision, reason = verdict.decision, verdict.reason
         if decision == "ask":
             if self.approve is None:
@@ -276,6 +281,12 @@ class Agent:
             raise
         except Exception as exc:  # a bug in a tool must not end the session; the model hears of it
             return ToolResult(False, f"Error: the tool failed unexpectedly: {type(exc).__name__}: {exc}")
+
+
+def _risk(tool: Any, args: Any, ctx: ToolContext) -> str | None:
+    """What makes this call dangerous whatever the approval mode (tools that can tell: write_file)."""
+    judge = getattr(tool, "risk", None)
+    return judge(args, ctx) if judge is not None else None
 
 
 def _snake(name: str) -> str:

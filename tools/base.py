@@ -34,6 +34,9 @@ class ToolContext:
     workspace: Workspace
     state: dict[str, Any] = field(default_factory=dict)
     sandbox: Any = None  # tools.sandbox.Sandbox where commands may run sandboxed
+    # Characters of a tool's output that reach the model (the context window cuts longer ones); None:
+    # no cut. A file counts as shown whole only if its text fits (tools/files.py:SHOWN_WHOLE).
+    shown_limit: int | None = None
 
 
 @runtime_checkable

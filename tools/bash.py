@@ -31,6 +31,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from tools.base import ToolContext, ToolResult
+from tools.files import note_shown_by_command
 
 DEFAULT_TIMEOUT = 120
 MAX_TIMEOUT = 1800
@@ -159,6 +160,8 @@ class Bash:
         else:
             status = f"[exit code {code}]"
         body = "\n".join(part for part in (text, status, notes) if part)
+        if code == 0 and not timed_out and not output.dropped:
+            note_shown_by_command(args.command, cwd, ctx, body)
         display = {
             "command": args.command,
             "exit_code": None if timed_out else code,

@@ -54,6 +54,9 @@ MAX_LINE_CHARS = 16_000  # a longer line is shown cut (minified code, data on on
 MAX_EDIT_BYTES = 16 * 1024 * 1024  # edits and diffs load the whole file; bash (sed) can do bigger ones
 CHUNK = 1024 * 1024  # what paging and scanning read at a time
 READ_STAMPS = "files.read_stamps"  # ToolContext.state key: real path -> stamp of the file read_file saw
+# ToolContext.state key: real path -> stamp of the version the model was shown whole (read_file of all of
+# it, `cat FILE`, the task message, or a file it wrote itself). Only those may be rewritten whole.
+SHOWN_WHOLE = "files.shown_whole"
 ALWAYS_SKIPPED = {
     ".git",
     ".venv",
@@ -115,9 +118,63 @@ def _remember_read(ctx: ToolContext, path: Path, st: os.stat_result) -> None:
 
 def _refresh_stamp(ctx: ToolContext, path: Path) -> None:
     """After our own write: the model knows what it wrote, so a stamp it had stays valid."""
-    stamps = ctx.state.get(READ_STAMPS, {})
-    if str(path) in stamps:
-        stamps[str(path)] = _stamp(path.stat())
+    for key in (READ_STAMPS, SHOWN_WHOLE):
+        stamps = ctx.state.get(key, {})
+        if str(path) in stamps:
+            stamps[str(path)] = _stamp(path.stat())
+
+
+def mark_shown_whole(state: dict, path: Path) -> None:
+    """The model has seen all of `path` as it is now: it may write it whole."""
+    with contextlib.suppress(OSError):
+        state.setdefault(SHOWN_WHOLE, {})[str(path)] = _stamp(path.stat())
+
+
+CAT_COMMAND = re.compile(r"""^\s*cat\s+(['"]?)([^\s'"|;&<>$`*?(){}]+)\1\s*$""")
+
+
+def note_shown_by_command(command: str, cwd: Path, ctx: ToolContext, output: str) -> None:
+    """`cat FILE` that printed all of FILE showed it whole, as read_file does (the blocks protocol
+    tells small models to ask for a file that way)."""
+    match = CAT_COMMAND.match(command)
+    if not match or not _fits_shown(ctx, output):
+        return
+    try:
+        path = ctx.workspace.resolve(str(cwd / match.group(2)))
+    except OutsideWorkspace:
+        return
+    if path.is_file():
+        mark_shown_whole(ctx.state, path)
+
+
+def _fits_shown(ctx: ToolContext, output: str) -> bool:
+    """Whether an output this long reaches the model uncut (the context caps long tool outputs)."""
+    return ctx.shown_limit is None or len(output) <= ctx.shown_limit
+
+
+def _check_shown_whole(ctx: ToolContext, path: Path, rel: str, st: os.stat_result | None) -> None:
+    """Refuse a whole-file rewrite of an existing file the model was not shown whole in this session.
+
+    A small model shown one file wrote another of the same name whole from it, and 1,143 lines of a
+    library it had never read were gone (FACTS.md). An empty file has nothing to lose.
+    """
+    if st is None or st.st_size == 0:
+        return
+    if ctx.state.get(SHOWN_WHOLE, {}).get(str(path)) == _stamp(st):
+        return
+    size = f"{st.st_size:,} bytes"
+    with contextlib.suppress(OSError):
+        if lines := path.read_bytes().count(b"\n"):
+            size = f"{lines:,} lines"
+    seen = str(path) in ctx.state.get(SHOWN_WHOLE, {})
+    why = (
+        "it changed since you were shown it" if seen else "you have not been shown all of it in this session"
+    )
+    raise ToolError(
+        f"Not written: {rel} already exists ({size}) and {why}, so writing it whole would replace code "
+        f"you have not read. Change only the part you mean with a SEARCH/REPLACE edit (edit_file), or "
+        f"read the whole file first (read_file, or `cat {rel}`) and then write it whole."
+    )
 
 
 def _check_fresh(ctx: ToolContext, path: Path, rel: str, st: os.stat_result | None) -> None:
@@ -426,6 +483,9 @@ class ReadFile:
                 "edit tools refuse this file so that those bytes are not lost; change it with bash.)"
             )
         text = "\n".join(body) if body else "(empty file)"
+        whole = args.offset == 1 and shown_to >= page.total and not page.stopped_at and not page.bad_line
+        if whole and _fits_shown(ctx, text + tail) and _stamp(path.stat()) == _stamp(st):
+            mark_shown_whole(ctx.state, path)
         return ToolResult(True, text + tail, {"path": rel, "lines": [args.offset, shown_to]})
 
 
@@ -440,10 +500,33 @@ class WriteArgs(BaseModel):
 class WriteFile:
     name: ClassVar[str] = "write_file"
     description: ClassVar[str] = (
-        "Create a file or replace all of its content. For small changes use edit_file."
+        "Create a file or replace all of its content. For small changes use edit_file. An existing "
+        "file must have been read whole first."
     )
     Args: ClassVar[type[BaseModel]] = WriteArgs
     effect: ClassVar[str] = "edit"
+
+    def __init__(self, max_deleted_share: float = 0.5, min_deleted_lines: int = 20) -> None:
+        # A rewrite deleting more than this share of an existing file's lines (and at least
+        # min_deleted_lines of them) asks in every approval mode: settings.rewrite_guard.
+        self.max_deleted_share = max_deleted_share
+        self.min_deleted_lines = min_deleted_lines
+
+    def risk(self, args: WriteArgs, ctx: ToolContext) -> str | None:
+        """Why this rewrite must be approved whatever the mode, or None: it would delete most of an
+        existing file, or definitions that the task does not name."""
+        try:
+            path = _resolve(ctx, args.path)
+            if not path.is_file() or path.stat().st_size > MAX_EDIT_BYTES:
+                return None
+            old = path.read_text(encoding="utf-8")
+            _check_shown_whole(ctx, path, ctx.workspace.relative(path), path.stat())
+        except (ToolError, OSError, UnicodeDecodeError):
+            return None  # the write itself refuses, and says why (never shown whole, binary, ...)
+        return rewrite_risk(
+            ctx.workspace.relative(path), old, args.content, str(ctx.state.get(TASK_TEXT, "")),
+            self.max_deleted_share, self.min_deleted_lines,
+        )  # fmt: skip
 
     def summary(self, args: WriteArgs) -> str:
         return f"{args.path} ({len(args.content.splitlines())} lines)"
@@ -463,9 +546,11 @@ class WriteFile:
             with open(path, "rb") as f:
                 if _is_binary(f.read(8192)):
                     raise _binary(rel, st.st_size, self.name)
+            _check_shown_whole(ctx, path, rel, st)
             data, before = _encode(content, rel), None
         else:
-            old = _load_text(path, rel, st, self.name)
+            old = _load_text(path, rel, st, self.name)  # binary or not UTF-8: refused first, as such
+            _check_shown_whole(ctx, path, rel, st)
             before = old.text
             given = content.replace("\r\n", "\n") if old.crlf else content
             if old.crlf and given == content and "\n" in content:
@@ -476,6 +561,7 @@ class WriteFile:
             data = old.encode(content, rel)
         write_atomically(path, data)
         _refresh_stamp(ctx, path)
+        mark_shown_whole(ctx.state, path)  # the model knows all of what it wrote
         diff = short_diff(before, content, rel) if before is not None else ""
         verb = "Replaced" if st is not None else "Created"
         lines = len(content.splitlines())
@@ -483,6 +569,36 @@ class WriteFile:
         if before is None:
             said += " The old content was too big to diff."
         return ToolResult(True, said, {"path": rel, "diff": diff})
+
+
+TASK_TEXT = "task.text"  # ToolContext.state key: the task as the user gave it (front ends set it)
+TOP_LEVEL_DEFINITION = re.compile(r"^(?:async[ \t]+)?(?:def|class|function|func|fn)[ \t]+(\w+)", re.M)
+
+
+def rewrite_risk(
+    rel: str, old: str, new: str, task: str, max_share: float = 0.5, min_lines: int = 20
+) -> str | None:
+    """Why rewriting `old` as `new` deletes more than a task should, or None."""
+    old_lines, new_lines = old.splitlines(), new.splitlines()
+    if len(old_lines) < min_lines:
+        return None
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    deleted = sum(i2 - i1 for op, i1, i2, _, _ in matcher.get_opcodes() if op in ("delete", "replace"))
+    if deleted >= min_lines and deleted > max_share * len(old_lines):
+        return (
+            f"writing {rel} whole would delete {deleted:,} of its {len(old_lines):,} lines "
+            f"({deleted / len(old_lines):.0%}; the guard is {max_share:.0%}). Change only the part you "
+            "mean with a SEARCH/REPLACE edit (edit_file)"
+        )
+    gone = set(TOP_LEVEL_DEFINITION.findall(old)) - set(TOP_LEVEL_DEFINITION.findall(new))
+    unnamed = sorted(name for name in gone if not re.search(rf"\b{re.escape(name)}\b", task))
+    if unnamed:
+        shown = ", ".join(unnamed[:5]) + (f" and {len(unnamed) - 5} more" if len(unnamed) > 5 else "")
+        return (
+            f"writing {rel} whole would delete definitions the task does not name: {shown}. Change only "
+            "the part you mean with a SEARCH/REPLACE edit (edit_file)"
+        )
+    return None
 
 
 # ---------------------------------------------------------------------------------------------- edit

@@ -119,16 +119,15 @@ def test_the_agent_killed_or_terminated_mid_task_loses_nothing_and_resumes(
         pending = [e for e in before if e["type"] == "tool.call"]
         assert len(pending) == 1
 
-    again = [
-        {"tool_calls": [call("write_file", path="big.txt", content="final\n")]},
-        {"content": "All done."},
-    ]
+    # An edit, not a rewrite: write_file replaces only a file the model was shown whole (15 MB is not).
+    edit = call("edit_file", path="big.txt", old_string="line 0000001 of the file", new_string="line one")
+    again = [{"tool_calls": [edit]}, {"content": "All done."}]
     with ScriptedServer(again) as server:
         result = run_agent("--resume", path.stem, "--base-url", server.url)
         sent = server.requests[0]["messages"]
     assert result.returncode == 0, result.stderr  # not refused: the killed agent's lock died with it
     assert result.stdout.strip() == "All done."
-    assert big.read_bytes() == b"final\n"
+    assert big.read_bytes() == content.replace(b"line 0000001 of the file", b"line one")
     assert not temp_files(work, "big.txt"), "the killed writer's temp file was left behind"
     after = transcript_lines(path)
     assert after[: len(before)] == before  # appended to, never rewritten

@@ -34,6 +34,7 @@ from tools.files import (
     ReadFile,
     WriteArgs,
     WriteFile,
+    mark_shown_whole,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,6 +44,12 @@ def put(ctx: ToolContext, rel: str, data: bytes) -> Path:
     path = ctx.workspace.root / rel
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
+    return path
+
+
+def shown(ctx: ToolContext, path: Path) -> Path:
+    """As if the model had read all of `path`: write_file replaces only files it was shown whole."""
+    mark_shown_whole(ctx.state, path)
     return path
 
 
@@ -99,7 +106,7 @@ async def test_multi_edit_keeps_crlf(ctx):
 
 
 async def test_write_file_over_a_crlf_file_keeps_crlf_and_says_so(ctx):
-    path = put(ctx, "w.txt", b"one\r\ntwo\r\n")
+    path = shown(ctx, put(ctx, "w.txt", b"one\r\ntwo\r\n"))
     result = await WriteFile().run(WriteArgs(path="w.txt", content="one\ntwo\nthree\n"), ctx)
     assert path.read_bytes() == b"one\r\ntwo\r\nthree\r\n"
     assert "kept its CRLF line endings" in result.output
@@ -138,7 +145,7 @@ async def test_a_crlf_file_without_a_final_newline_keeps_both(ctx):
 
 
 async def test_write_file_over_a_file_without_a_final_newline_adds_none(ctx):
-    path = put(ctx, "n.txt", b"old")
+    path = shown(ctx, put(ctx, "n.txt", b"old"))
     result = await WriteFile().run(WriteArgs(path="n.txt", content="new\ntext\n"), ctx)
     assert path.read_bytes() == b"new\ntext" and "without a final newline" in result.output
 
@@ -282,6 +289,12 @@ async def test_an_edit_of_a_file_too_big_to_load_is_refused_with_the_way_out(ctx
     with pytest.raises(ToolError, match=r"more than edit_file loads .* Change it with bash \(sed -i"):
         await EditFile().run(edit("big.log", "line 00000001", "line one"), ctx)
     assert path.stat().st_mtime_ns == before.st_mtime_ns
+    # Nobody can have read it whole, so it is not replaced whole either (the guard of unseen code)...
+    with pytest.raises(ToolError, match=r"big.log already exists .* you have not been shown all of it"):
+        await WriteFile().run(WriteArgs(path="big.log", content="short now\n"), ctx)
+    assert path.stat().st_mtime_ns == before.st_mtime_ns
+    # ...unless the model was shown it all (a bash command can print it): then it is, without a diff.
+    shown(ctx, path)
     replaced = await WriteFile().run(WriteArgs(path="big.log", content="short now\n"), ctx)
     assert replaced.output.endswith("The old content was too big to diff.")
     assert path.read_bytes() == b"short now\n"
@@ -412,11 +425,12 @@ WRITER = textwrap.dedent(
     sys.path.insert(0, sys.argv[1])
     from pathlib import Path
     from tools.base import ToolContext
-    from tools.files import WriteArgs, WriteFile
+    from tools.files import WriteArgs, WriteFile, mark_shown_whole
     from tools.workspace import Workspace
 
     root, content = Path(sys.argv[2]), Path(sys.argv[3]).read_text()
     ctx = ToolContext(Workspace(root))
+    mark_shown_whole(ctx.state, root / "data.txt")  # as if read: only a file seen whole is rewritten
     print("ready", flush=True)
     while True:
         asyncio.run(WriteFile().run(WriteArgs(path="data.txt", content=content), ctx))
@@ -453,6 +467,7 @@ def test_a_writer_killed_at_random_points_leaves_the_old_file_or_the_new_one(ctx
     print(f"after 12 kills: {outcomes}")
     assert sum(outcomes.values()) == 12
     # temp files of the killed writers are cleared by the next write to the file
+    shown(ctx, target)
     asyncio.run(WriteFile().run(WriteArgs(path="data.txt", content="final\n"), ctx))
     assert sorted(p.name for p in root.iterdir()) == ["data.txt"]
     assert target.read_text() == "final\n" and target.stat().st_mode & 0o777 == 0o640

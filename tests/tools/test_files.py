@@ -64,6 +64,7 @@ async def test_write_file_creates_parents_and_reports_a_diff(ctx):
 async def test_write_file_is_atomic_and_keeps_the_mode(ctx):
     path = put(ctx, "run.sh", "echo old\n")
     path.chmod(0o755)
+    await ReadFile().run(ReadArgs(path="run.sh"), ctx)  # only a file read whole is replaced whole
     await WriteFile().run(WriteArgs(path="run.sh", content="echo new\n"), ctx)
     assert path.read_text() == "echo new\n" and path.stat().st_mode & 0o777 == 0o755
     assert [p.name for p in path.parent.iterdir()] == ["run.sh"]  # no temp file left behind
