@@ -128,7 +128,10 @@ class BlockActions:
     def __init__(self, workspace: Path) -> None:
         self.workspace = Workspace(workspace)
         self.changed: dict[str, None] = {}  # files written or edited in this session, in order
-        self.failing = False  # the last results (or the check) showed a failure
+        # What the model was last told failed: its check (after_failed_check), or a command or an edit
+        # in the last results. A block refused for its form (no path) is neither: nothing ran.
+        self.check_failed = False
+        self.tool_failed = False
 
     def new_task(self) -> None:
         pass
@@ -138,7 +141,7 @@ class BlockActions:
         after a failed check small models tend to describe a fix instead of writing it. The failure
         comes last, next to the instruction: the 1.5B rewrites the last file it was shown, so a check
         that shows the file to change (agent new's test file) must not be followed by another."""
-        self.failing = True
+        self.check_failed = True
         files = [self._show(path) for path in self.changed]
         return "\n\n".join([*[f for f in files if f], feedback, BLOCKS_REMINDER])
 
@@ -153,25 +156,30 @@ class BlockActions:
         unchanged = [a for a in actions if self._unchanged(a)]
         actions = [a for a in actions if a not in unchanged]
         problems = list(parsed.problems)
-        if problems and self._restates_a_file(completion.content):
-            # "The file now reads: ```...```" with the file exactly as it is: a summary, not an edit.
+        if problems and self._restates_files(completion.content):
+            # "The file now reads: ```...```" with the file, or a part of it, exactly as it is now: a
+            # summary of work done, not an edit.
             problems = [p for p in problems if "without a file path" not in p]
         if any(CODE_WITHOUT_PATH.search(p) for p in problems):
             problems += self._files_meant(completion.content)
-        if unchanged and not actions and self.failing:
-            # ...but not after a failure: the same file again is no fix.
+        if unchanged and not actions and (self.check_failed or self.tool_failed):
+            # ...but not after a failure: the same file again is no fix. Say which failure: never a
+            # check that did not run, nor "the output above" when there is none.
+            what = "the task's check failed on it" if self.check_failed else "the last command or edit failed"
             problems += [
-                f"{a.path} is exactly as it was, and it does not work yet (see the output above). "
+                f"{a.path} is exactly as it was, and {what} (see the previous message). "
                 "Write it again with the fix in it." for a in unchanged
             ]  # fmt: skip
         return ReadAnswer(to_tool_calls(actions), completion.content, problems)
 
-    def _restates_a_file(self, content: str) -> bool:
-        for rel in self.changed:
-            text = (self._read(rel) or "").strip()
-            if text and f"\n{text}\n```" in content:
-                return True
-        return False
+    def _restates_files(self, content: str) -> bool:
+        """Whether every fenced block of the answer that has code in it repeats, line for line, a part
+        of a file this session changed (indentation and blank lines aside)."""
+        bodies = [b for b in _fenced_bodies(content) if b]
+        if not bodies or not self.changed:
+            return False
+        texts = [_normalised(self._read(rel) or "") for rel in self.changed]
+        return all(any(body in text for text in texts if text) for body in bodies)
 
     def _files_meant(self, content: str) -> list[str]:
         """For a fence without a path: the project files it names ("In `test_x.py`, add...") or whose
@@ -236,8 +244,10 @@ class BlockActions:
                 self.changed[result.display.get("path") or _arguments(call).get("path", "")] = None
         parts = [self._describe(call, result) for call, result in results]
         parts += [f"Not applied: {problem}" for problem in answer.problems]
-        self.failing = any(not result.ok for _, result in results) or bool(answer.problems)
-        if self.failing:
+        self.tool_failed = any(not result.ok for _, result in results)
+        if any(call.name != "bash" and result.ok for call, result in results):
+            self.check_failed = False  # files changed since: the check has not judged them yet
+        if self.tool_failed or answer.problems:
             # The files as they are now, and the format again: a small model fixes a file it can see,
             # by writing it out whole; otherwise it describes the fix (seen on the 1.5B).
             parts += [self._show(path) for path in self.changed]
@@ -276,6 +286,24 @@ class BlockActions:
         if text is None or len(text) > SHOWN_FILE_LIMIT:
             return ""  # the model can ask for it with `cat`
         return f"{path} now reads:\n{fence_for(text)}\n{text.rstrip()}\n{fence_for(text)}"
+
+
+def _normalised(text: str) -> str:
+    return "\n".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _fenced_bodies(content: str) -> list[str]:
+    """The normalised text of each fenced block of an answer."""
+    bodies, inside, lines = [], False, []
+    for line in content.splitlines():
+        if FENCED_CODE.match(line.strip()) or line.strip().startswith("```"):
+            if inside:
+                bodies.append(_normalised("\n".join(lines)))
+                lines = []
+            inside = not inside
+        elif inside:
+            lines.append(line)
+    return bodies
 
 
 def fence_for(text: str) -> str:

@@ -16,11 +16,11 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.events import CheckFinished, Event
+from agent.events import CheckFinished, Event, Notice
 from tools.bash import end_process_tree
 
 if TYPE_CHECKING:
@@ -145,16 +145,44 @@ async def work_until_checked(
     """Run the agent on `message`; while the check fails and rounds are left, send it the failure."""
     outcome = await agent.run(message)
     result = None
+    round_number = 0
     for round_number in range(1, rounds + 2):
         if not check or outcome.status != "completed":
             break
-        result = await run_check(check, workdir, timeout)
-        emit(
-            CheckFinished(
-                round_number, result.command, result.passed, result.exit_code, result.output, result.seconds
-            )
-        )
+        result = await _checked(check, workdir, timeout, round_number, emit)
         if result.passed or round_number > rounds:
             break
         outcome = await agent.run(agent.actions.after_failed_check(feedback(result)))
+    if check and outcome.status != "completed":
+        result, outcome = await last_check(outcome, check, workdir, emit, round_number, timeout)
     return outcome, result
+
+
+async def _checked(
+    check: str, workdir: Path, timeout: float, round_number: int, emit: Callable[[Event], None]
+) -> CheckResult:
+    result = await run_check(check, workdir, timeout)
+    emit(
+        CheckFinished(
+            round_number, result.command, result.passed, result.exit_code, result.output, result.seconds
+        )
+    )
+    return result
+
+
+async def last_check(
+    outcome: Outcome,
+    check: str,
+    workdir: Path,
+    emit: Callable[[Event], None],
+    round_number: int = 1,
+    timeout: float = CHECK_TIMEOUT,
+) -> tuple[CheckResult, Outcome]:
+    """The loop stopped before the model said it was done (a limit, a repeated answer, a failed
+    request): the check judges the work as it stands, once. Finished work counts: a model that fixed
+    the bug and then kept repeating itself has still done the task."""
+    result = await _checked(check, workdir, timeout, max(1, round_number), emit)
+    if result.passed:
+        emit(Notice(f"the task's check passes, so the task is done ({outcome.error or outcome.status})"))
+        outcome = replace(outcome, status="completed", error="")
+    return result, outcome

@@ -35,7 +35,7 @@ import yaml
 from frontmatter.default_handlers import YAMLHandler
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agent.checks import CheckResult, work_until_checked
+from agent.checks import CheckResult, last_check, work_until_checked
 from agent.config import ApprovalMode, Settings, describe_validation_error, load_settings, state_dir
 from agent.errors import AgentError, ConfigError
 from agent.events import ErrorEvent, Event, Notice, ReasoningDelta, SessionFinished, SessionStarted, TextDelta
@@ -356,6 +356,8 @@ async def run_task(args: Any, settings: Settings, observe: Callable[[Event], Non
                 agent, message, spec.check, workdir, DEFAULT_CHECK_ROUNDS if rounds is None else rounds, emit
             )
             outcome, check, interrupted = await _attempt(agent, work, spec.time_limit, emit)
+            if spec.check and outcome is not None and outcome.status == "limit" and check is None:
+                check, outcome = await last_check(outcome, spec.check, workdir, emit)  # the time limit
         finally:
             await mcp.close()
             await client.close()
@@ -374,6 +376,7 @@ async def run_task(args: Any, settings: Settings, observe: Callable[[Event], Non
             **recorder.summary(),
             "exit_code": code,
             "check": check.to_dict() if check else None,
+            "changes": workbench.changes(),
             "error": outcome.error if outcome else "",
         }
         emit(SessionFinished(status, len(recorder.stats), outcome.final if outcome else "", summary))
@@ -475,9 +478,31 @@ def _explain(
             lines += ["  " + ln for ln in check.output.strip().splitlines()[-15:]]
     if outcome and outcome.error:
         lines.append(f"stopped: {outcome.error}")
+    lines += changes_lines(summary.get("changes") or [])
     lines.append(f"{status} · {_figures(summary)} · session {session_id}")
     lines.append(f"  agent stats {session_id}  |  agent run --resume {session_id}")
     print(redact("\n".join(lines)), file=sys.stderr)
+
+
+def changes_lines(changes: list[dict], limit: int = 20) -> list[str]:
+    """The files a run changed, each with its lines added and deleted; a big deletion is flagged."""
+    if not changes:
+        return []
+    lines = [f"changed {len(changes)} file{'s' if len(changes) != 1 else ''} (lines added, deleted):"]
+    for change in changes[:limit]:
+        added, deleted = change.get("added"), change.get("deleted")
+        if added is None:
+            lines.append(f"  {change['path']}  (binary)")
+            continue
+        flag = (
+            "   <- deleted more than it added; `agent undo` restores it"
+            if deleted > max(20, 2 * added)
+            else ""
+        )
+        lines.append(f"  {change['path']}  +{added} -{deleted}{flag}")
+    if len(changes) > limit:
+        lines.append(f"  ... and {len(changes) - limit} more (`git status`)")
+    return lines
 
 
 def _start_progress(label: str):
