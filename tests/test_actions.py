@@ -261,7 +261,7 @@ async def test_after_a_failure_the_changed_files_are_shown_whole_and_a_same_rewr
         after_failure, after_same = (server.requests[i]["messages"][-1]["content"] for i in (1, 2))
     assert "AssertionError" in after_failure and "t.py now reads:" in after_failure
     assert "Act now:" in after_failure  # the format, again, next to where the model writes
-    assert "t.py is exactly as it was, and it does not work yet" in after_same
+    assert "t.py is exactly as it was, and the last command or edit failed" in after_same
 
 
 async def test_a_pathless_snippet_about_a_named_file_gets_that_file_named_back(tmp_path):
