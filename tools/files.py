@@ -51,6 +51,7 @@ from rapidfuzz.distance import Indel
 
 from tools import protected
 from tools.base import ToolContext, ToolError, ToolResult
+from tools.git import NO_HOOKS_ARGS
 from tools.workspace import OutsideWorkspace, Workspace
 
 MAX_READ_BYTES = 256 * 1024  # what one read_file shows at most
@@ -865,7 +866,7 @@ def workspace_files(ws: Workspace, base: Path, dead_links: list[Path] | None = N
     """
     if _in_git_repo(base) and shutil.which("git"):
         result = subprocess.run(
-            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+            ["git", *NO_HOOKS_ARGS, "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
             cwd=base,
             capture_output=True,
             timeout=30,
