@@ -443,8 +443,10 @@ def commit_skeleton(folder: Path, paths: list[str], subject: str, body: str) -> 
     nothing the folder held before, and nothing staged before, goes into it."""
     import git
 
+    from tools.git import without_hooks
+
     notes = []
-    repo = git.Repo.init(folder)
+    repo = without_hooks(git.Repo.init(folder))  # the agent's own commit runs no hook (issue #26)
     identity = ensure_identity(repo)
     if identity:
         notes.append(identity)
@@ -453,12 +455,12 @@ def commit_skeleton(folder: Path, paths: list[str], subject: str, body: str) -> 
     with repo.git.custom_environment(GIT_LITERAL_PATHSPECS="1"):
         repo.git.add("-f", "--", *paths)  # -f: the template's files belong in it, even if ignored
         try:
-            repo.git.commit("-q", "-m", subject, "-m", body, "--", *paths)
+            repo.git.commit("-q", "--no-verify", "-m", subject, "-m", body, "--", *paths)
         except git.GitCommandError as exc:
             raise AgentError(
                 f"git could not commit the skeleton in {folder}",
                 (exc.stderr or str(exc)).strip()[-1500:],
-                "The files are written; fix the cause (a commit hook, signing) and commit them yourself.",
+                "The files are written; fix the cause (commit signing, say) and commit them yourself.",
             ) from exc
     return repo.head.commit.hexsha, notes
 

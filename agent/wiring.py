@@ -220,15 +220,19 @@ async def build_agent(
     # Built-in tools first, then MCP tools by name: the order is part of the cached prefix.
     extra = sorted(extra_tools or [], key=lambda t: t.name)
     tools = ToolRegistry(default_tools(workbench.repo is not None, settings.rewrite_guard) + extra)
-    permissions = Permissions(
-        approval or settings.approval, Rules(**settings.permissions.model_dump()), workbench.workspace
-    )
     sandbox = None
     if settings.sandbox:
         roots = [workbench.workspace, *(Path(r).expanduser().resolve() for r in settings.extra_roots)]
         sandbox = Sandbox(roots, settings.sandbox_network, mode=lambda: permissions.mode)
-        if permissions.mode in SANDBOXED_MODES and (why := sandbox_unavailable()):
-            emit(Notice(f"commands run unsandboxed: {why}"))
+    # Without the sandbox, a command that writes git's hooks or config asks (tools/protected.py).
+    permissions = Permissions(
+        approval or settings.approval,
+        Rules(**settings.permissions.model_dump()),
+        workbench.workspace,
+        sandboxed=lambda: sandbox is not None and sandbox.active,
+    )
+    if sandbox is not None and permissions.mode in SANDBOXED_MODES and (why := sandbox_unavailable()):
+        emit(Notice(f"commands run unsandboxed: {why}"))
     n_ctx = await client.server_context_size(FALLBACK_CONTEXT) or FALLBACK_CONTEXT
     for note in client.take_notices():  # lookups that fell back (no /props, no /v1/models): said, not silent
         emit(Notice(note))

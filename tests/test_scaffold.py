@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 
 from agent.headless import load_task
-from agent.scaffold import derive_package_name, guarded_check
+from agent.scaffold import commit_skeleton, derive_package_name, guarded_check
 from tests.scripted_server import ScriptedServer
 from tests.test_loop import git_repo
 
@@ -202,6 +202,19 @@ def test_with_force_a_file_in_the_way_is_kept_and_only_the_templates_files_are_c
     tracked = git(project, "ls-files").split()
     assert "pyproject.toml" in tracked and "AGENTS.md" in tracked
     assert "README.md" not in tracked and "secrets.txt" not in tracked
+
+
+def test_the_skeleton_s_commit_runs_no_hook_of_the_folder_s_repository(tmp_path, git_identity):
+    project = git_repo(tmp_path / "busy")  # `agent new --force` in a repository that has hooks
+    for name in ("pre-commit", "commit-msg", "post-commit", "post-index-change"):
+        hook = project / ".git" / "hooks" / name
+        hook.write_text(f"#!/bin/sh\ntouch {tmp_path}/{name}-ran\nexit 1\n")
+        hook.chmod(0o755)
+    git(project, "config", "core.fsmonitor", f"touch {tmp_path}/fsmonitor-ran")
+    (project / "a.txt").write_text("a\n")
+    sha, _ = commit_skeleton(project, ["a.txt"], "skeleton", "the template's files")
+    assert commits(project) == ["skeleton"] and git(project, "rev-parse", "HEAD").strip() == sha
+    assert sorted(p.name for p in tmp_path.glob("*-ran")) == []
 
 
 def test_an_unknown_template_is_refused_with_the_known_ones(tmp_path, git_identity):

@@ -147,14 +147,19 @@ class Bash:
         except BaseException:  # cancelled by the user: the command goes too
             await end_process_tree(proc, self.grace)
             shutil.rmtree(marker_dir, ignore_errors=True)
+            if sandbox is not None:
+                sandbox.sweep()
             raise
         seconds = time.monotonic() - started
         notes = self._update_cwd(cwd_file, ctx)
         shutil.rmtree(marker_dir, ignore_errors=True)
         code = proc.returncode
         text = output.text().rstrip("\n")
+        if sandbox is not None:
+            notes = "\n".join(n for n in (notes, sandbox.sweep()) if n)
         if sandbox is not None and code != 0:
-            notes = "\n".join(n for n in (notes, sandbox.note(text)) if n)
+            folders = (cwd, Path(ctx.state.get("bash_cwd") or root))
+            notes = "\n".join(n for n in (notes, sandbox.note(text, folders)) if n)
         if timed_out:
             status = f"[timed out after {timeout} s; the command and every process it started were killed]"
         else:

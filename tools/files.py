@@ -16,6 +16,9 @@ What the tools promise about the user's files:
 - read_file pages through a file of any size without loading it; edits load at most MAX_EDIT_BYTES.
 - A file changed on disk after the model read it with read_file is not edited or replaced: the model
   is asked to read it again (per-session read stamps in ToolContext.state).
+- Nothing inside .git is written, in any mode: git's hooks and config would run as the user later,
+  outside any sandbox, unseen by `git diff` and `agent undo` (tools/protected.py). The model is told
+  to use git commands instead. Other places that run code later ask first (tools/permissions.py).
 - The work runs in a thread (asyncio.to_thread) or a child process, never on the event loop, so Esc
   and Ctrl+C are answered at once whatever a tool is doing.
 """
@@ -39,14 +42,16 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 from pydantic import BaseModel, Field
 from rapidfuzz import fuzz, process
 from rapidfuzz.distance import Indel
 
+from tools import protected
 from tools.base import ToolContext, ToolError, ToolResult
+from tools.git import NO_HOOKS_ARGS
 from tools.workspace import OutsideWorkspace, Workspace
 
 MAX_READ_BYTES = 256 * 1024  # what one read_file shows at most
@@ -74,6 +79,21 @@ def _resolve(ctx: ToolContext, path: str) -> Path:
         return ctx.workspace.resolve(path)
     except OutsideWorkspace as exc:
         raise ToolError(str(exc)) from exc
+
+
+def _resolve_to_change(ctx: ToolContext, path: str) -> Path:
+    """`_resolve` for the tools that change a file. They never write inside .git, whatever the mode
+    (tools/protected.py): judged on the path as written and on the file its links lead to."""
+    real = _resolve(ctx, path)
+    raw = Path(os.path.expanduser(path))
+    written = PurePosixPath(os.path.normpath(raw if raw.is_absolute() else ctx.workspace.root / raw))
+    place = protected.for_files([written, PurePosixPath(real)], ctx.workspace.root)
+    if place is not None and place.files == "refuse":
+        shown = ctx.workspace.relative(real)
+        if not protected.places_for(PurePosixPath(real), ctx.workspace.root):
+            shown = protected.relative_path(written, ctx.workspace.root)
+        raise ToolError(protected.refusal(shown))
+    return real
 
 
 def _is_binary(data: bytes) -> bool:
@@ -535,7 +555,7 @@ class WriteFile:
         return await asyncio.to_thread(self._write, args, ctx)
 
     def _write(self, args: WriteArgs, ctx: ToolContext) -> ToolResult:
-        path = _resolve(ctx, args.path)
+        path = _resolve_to_change(ctx, args.path)
         rel = ctx.workspace.relative(path)
         st = _file_stat(path, rel)
         _check_fresh(ctx, path, rel, st)
@@ -843,7 +863,7 @@ def _edit(ctx: ToolContext, path_arg: str, edits: list[tuple[str, str, bool]], t
     Returns (rel, before, after, [(how, count)]) as LF text; the file is written with its own line
     endings and final newline.
     """
-    path = _resolve(ctx, path_arg)
+    path = _resolve_to_change(ctx, path_arg)
     rel = ctx.workspace.relative(path)
     st = _existing(path, rel)
     _check_fresh(ctx, path, rel, st)
@@ -962,7 +982,7 @@ def workspace_files(ws: Workspace, base: Path, dead_links: list[Path] | None = N
     """
     if _in_git_repo(base) and shutil.which("git"):
         result = subprocess.run(
-            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+            ["git", *NO_HOOKS_ARGS, "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
             cwd=base,
             capture_output=True,
             timeout=30,

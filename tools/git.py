@@ -5,6 +5,11 @@ for the model.
 A checkpoint is a commit of the whole working tree (tracked and untracked, minus ignored files) built
 in a temporary index and kept under refs/spec-agent/checkpoints/. Undo puts the newest one back in the
 working tree and drops it, so undoing twice goes back two checkpoints.
+
+The agent's own git commands never run the repository's hooks or its fsmonitor command: whatever a
+hook or config in .git says runs outside the sandbox, as the user (issue #26). Every repository
+opened here carries NO_HOOKS on each command (a checkpoint's `git add` writes the index, which runs
+post-index-change; `update-ref` runs reference-transaction; `git status` runs core.fsmonitor).
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ from pydantic import BaseModel, Field
 from tools.base import ToolContext, ToolError, ToolResult
 
 REF_PREFIX = "refs/spec-agent/checkpoints/"
+# Config for every git command the agent runs on its own. Hooks are looked up in /dev/null/<name>,
+# which cannot exist: an empty folder of ours could be filled by a command that runs as the user.
+NO_HOOKS = (f"core.hooksPath={os.devnull}", "core.fsmonitor=false")
+NO_HOOKS_ARGS = [arg for option in NO_HOOKS for arg in ("-c", option)]
 AGENT_IDENTITY = {
     "GIT_AUTHOR_NAME": "spec-agent",
     "GIT_AUTHOR_EMAIL": "agent@localhost",
@@ -31,13 +40,20 @@ AGENT_IDENTITY = {
 
 
 def open_repo(path: Path):
-    """The repository containing `path`, or None outside git (or without git installed)."""
+    """The repository containing `path`, or None outside git (or without git installed); its git
+    commands run no hooks and no fsmonitor (`without_hooks`)."""
     try:
         import git
 
-        return git.Repo(path, search_parent_directories=True)
+        return without_hooks(git.Repo(path, search_parent_directories=True))
     except Exception:
         return None
+
+
+def without_hooks(repo):
+    """`repo`, whose every git command from now on runs with NO_HOOKS."""
+    repo.git.set_persistent_git_options(c=list(NO_HOOKS))
+    return repo
 
 
 @dataclass
@@ -49,7 +65,7 @@ class Checkpoint:
 
 class Checkpoints:
     def __init__(self, repo) -> None:
-        self.repo = repo
+        self.repo = without_hooks(repo)  # however it was opened: these commands are the agent's own
         self.root = Path(repo.working_tree_dir)
 
     @contextmanager

@@ -11,6 +11,11 @@ text) decides, so `ask: git push *` beats `allow: git *`. Dangerous commands (th
 the checks below it) always ask, even in full-auto, unless an allow rule names the words that make
 them dangerous (`git push --force origin feature-*` names a force push; `git *` does not). Reads
 that name paths outside the workspace ask. What the parser cannot read asks.
+
+Places where a file written now runs as code later (tools/protected.py: git's hooks and config,
+.envrc, IDE tasks) are judged for every file-changing tool and for every command that writes: the
+file tools' writes into .git are refused, the others ask in every mode; a command that writes
+them is dangerous, except where the sandbox mounts them read-only (then the write fails inside it).
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
+from tools import protected
 from tools.shell import SHELLS, ParsedLine, SimpleCommand, Word, parse
 
 Decision = Literal["allow", "ask", "deny"]
@@ -108,6 +115,15 @@ INTERPRETERS = SHELLS | {"python", "python3", "perl", "ruby", "node", "php", "so
 FORK_BOMB = re.compile(r"(\w+|:)\s*\(\s*\)\s*\{[^}]*\1\s*\|\s*\1")
 HARMLESS_WRITES = {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"}
 DISK_DEVICE = re.compile(r"^/dev/(sd|nvme|hd|vd|xvd|mmcblk|disk|loop|md|dm-)")
+# Commands that write the file named last (or after -t): where they copy, link or install to.
+COPIERS = {"cp", "ln", "install", "rsync", "mv"}
+IN_PLACE_EDITORS = {"sed", "perl"}  # with -i they rewrite the files named after the script
+GIT_CONFIG_READS = ("--get", "--get-all", "--get-regexp", "--get-urlmatch", "--get-color",
+                    "--get-colorbool", "-l", "--list")  # fmt: skip
+GIT_CONFIG_WRITES = ("--unset", "--unset-all", "--add", "--replace-all", "--rename-section",
+                     "--remove-section", "-e", "--edit")  # fmt: skip
+GIT_CONFIG_VALUED = ("--file", "-f", "--blob", "--type", "--default", "--comment")
+WRITE_SUMMARY = re.compile(r" \(\d+ lines\)$")  # what write_file's summary adds to the path
 SECRET_PATHS = (
     "~/.ssh/*", "~/.aws/*", "~/.netrc", "~/.git-credentials", "~/.config/gh/*", "~/.docker/config.json",
     "~/.kube/*", "~/.gnupg/*", "~/.pypirc", "~/.npmrc", "~/.config/gcloud/*", "~/.azure/*",
@@ -163,6 +179,7 @@ class _Place:
     """Resolves a command's path arguments against the workspace, following `cd` on the line."""
 
     workspace: Path
+    sandboxed: Callable[[], bool] = lambda: False  # whether commands run in the sandbox now
 
     def home(self) -> str:
         return os.path.expanduser("~")
@@ -258,11 +275,100 @@ def command_danger(command: SimpleCommand, place: _Place) -> tuple[str, list[str
         harmless = target.text in HARMLESS_WRITES or target.text.startswith("/tmp/")
         if not harmless and not place.inside(target, command.cwd):
             return f"it writes outside the workspace ({target.text})", [target.text]
+    if found := _guarded_write(command, place, written):
+        return found
     if name in INTERPRETERS and (why := _runs_unseen_code(command)):
         return why, [command.text]
     if secret := _secret_path(command, place):
         return f"it reads credentials ({secret})", [secret]
     return None
+
+
+def _guarded_write(
+    command: SimpleCommand, place: _Place, redirected: list[Word]
+) -> tuple[str, list[str]] | None:
+    """Why a command that writes a place where code runs later (tools/protected.py) is dangerous,
+    and the path an allow rule must name; None when it writes none, or the sandbox keeps it out."""
+    name, words = command.name, [w.text for w in command.args]
+    sandboxed = place.sandboxed()
+    if name == "git" and not sandboxed:
+        sub, rest = _git_sub(words)
+        if sub == "config" and _writes_git_config(rest):
+            return (
+                "it changes git's config, which can name commands git runs later as the user "
+                "(core.fsmonitor, core.hooksPath, core.sshCommand, aliases, pagers)",
+                ["git", "config"],
+            )
+    targets = [t for t in [*redirected, *_written_paths(command)] if t.text not in HARMLESS_WRITES]
+    if not targets:
+        return None
+    hooks = protected.hooks_path(place.workspace)
+    for target in targets:
+        path = place.resolve(target, command.cwd)
+        if path is None:
+            continue
+        if guarded := protected.for_commands(path, place.workspace, hooks, sandboxed):
+            rel = protected.relative_path(path, place.workspace)
+            return protected.asking(rel, guarded), [target.text]
+    return None
+
+
+def _written_paths(command: SimpleCommand) -> list[Word]:
+    """The files a command writes through its arguments (redirections are the caller's): tee's, where
+    cp/mv/ln/install/rsync put things (a folder, and the name in it), what mv takes away, the files
+    sed -i and perl -i rewrite, the files chmod changes, and git config --file's file."""
+    name, args, words = command.name, command.args, [w.text for w in command.args]
+    paths = _paths(command)
+    if name == "tee":
+        return paths
+    if name in COPIERS:
+        valued = [args[i + 1] for i, w in enumerate(words[:-1]) if w in ("-t", "--target-directory")]
+        valued += [Word(w.text.split("=", 1)[1], w.dynamic) for w in args
+                   if w.text.startswith("--target-directory=")]  # fmt: skip
+        sources = [p for p in paths if all(p is not v for v in valued)]
+        target = valued[0] if valued else (sources.pop() if sources else None)
+        if target is None:
+            return []
+        inside = [Word(f"{target.text}/{PurePosixPath(s.text).name}", target.dynamic) for s in sources]
+        return [target, *(sources if name == "mv" else []), *inside]
+    if name in IN_PLACE_EDITORS and any(
+        re.match(r"^-[a-zA-Z]*i", w) or w.startswith("--in-place") for w in words
+    ):
+        scripts = [args[i + 1] for i, w in enumerate(words[:-1])
+                   if w in ("-e", "--expression", "-f", "--file")]  # fmt: skip
+        files = [p for p in paths if all(p is not s for s in scripts)]
+        return files if scripts else files[1:]
+    if name == "chmod":
+        return paths[1:]
+    if name == "git":
+        sub, rest = _git_sub(words)
+        if sub == "config":
+            return [Word(rest[i + 1]) for i, w in enumerate(rest[:-1]) if w in ("--file", "-f")]
+    return []
+
+
+def _writes_git_config(rest: list[str]) -> bool:
+    """Whether `git config ...` (its arguments after `config`) changes git's own config files;
+    one with --file writes that file, judged as any written file."""
+    if any(w in ("--file", "-f", "--blob") or w.startswith(("--file=", "--blob=")) for w in rest):
+        return False
+    if rest[:1] in (["get"], ["list"]):
+        return False
+    if rest[:1] in (["set"], ["unset"], ["rename-section"], ["remove-section"], ["edit"]):
+        return True
+    if any(_flag_in(rest, flag) for flag in GIT_CONFIG_WRITES):
+        return True
+    if any(_flag_in(rest, flag) for flag in GIT_CONFIG_READS):
+        return False
+    names, skip = [], False
+    for word in rest:
+        if skip:
+            skip = False
+        elif word in GIT_CONFIG_VALUED:
+            skip = True
+        elif not word.startswith("-"):
+            names.append(word)
+    return len(names) >= 2  # `git config KEY` reads it; `git config KEY VALUE` sets it
 
 
 def _runs_unseen_code(command: SimpleCommand) -> str | None:
@@ -397,13 +503,20 @@ def _names(pattern: str, triggers: list[str]) -> bool:
 
 
 class Permissions:
-    def __init__(self, mode: str = "ask", rules: Rules | None = None, workspace: Path | None = None) -> None:
+    def __init__(
+        self,
+        mode: str = "ask",
+        rules: Rules | None = None,
+        workspace: Path | None = None,
+        sandboxed: Callable[[], bool] | None = None,
+    ) -> None:
+        """`sandboxed`: whether commands run in the sandbox now (it depends on the mode, and on bwrap)."""
         if mode not in MODES:
             raise ValueError(f"unknown approval mode {mode!r}; one of {', '.join(MODES)}")
         self.mode = mode
         self.rules = rules or Rules()
         self.workspace = (workspace or Path.cwd()).resolve()
-        self.place = _Place(self.workspace)
+        self.place = _Place(self.workspace, sandboxed or (lambda: False))
 
     def allow_always(self, tool: str, pattern: str) -> None:
         """The user's "always" answer: an allow rule for the rest of the session."""
@@ -413,12 +526,44 @@ class Permissions:
         """`effect` is the tool's: read, edit or exec. `subject` is the command line or the path."""
         if tool == "bash":
             return self._line(subject)
+        if tool in FILE_CHANGERS:
+            return self._file(
+                tool, effect, WRITE_SUMMARY.sub("", subject) if tool == "write_file" else subject
+            )
+        return self._by_rules(tool, effect, subject)
+
+    def _by_rules(self, tool: str, effect: str, subject: str) -> Verdict:
         rule = self.rules.decide(tool, subject)
         if rule:
             kind, pattern = rule
             reason = f"{'allowed' if kind == 'allow' else kind + 'ed'} by the rule {tool}: {pattern!r}"
             return Verdict(kind, reason.replace("asked by", "asks by"), suggested_rule(tool, subject))
         return self._by_mode(effect == "read", effect, suggested_rule(tool, subject))
+
+    def _file(self, tool: str, effect: str, path: str) -> Verdict:
+        """A file-changing tool on `path`: git's own folder is refused and the other places where code
+        runs later ask, in every mode (tools/protected.py); an allow rule that names the path exactly
+        lets one of those run. Otherwise the rules, then the mode."""
+        raw = Path(os.path.expanduser(path))
+        written = raw if raw.is_absolute() else self.workspace / raw
+        lexical = PurePosixPath(os.path.normpath(written))
+        hooks = protected.hooks_path(self.workspace)
+        place = protected.for_files([lexical, PurePosixPath(written.resolve())], self.workspace, hooks)
+        if place is None:
+            return self._by_rules(tool, effect, path)
+        rel = protected.relative_path(lexical, self.workspace)
+        if place.files == "refuse":
+            return Verdict("deny", protected.refusal(rel))
+        rule = self.rules.decide(tool, path)
+        if rule and rule[0] == "deny":
+            return Verdict("deny", f"denied by the rule {tool}: {rule[1]!r}")
+        if self.mode == "read-only":
+            return Verdict("deny", "read-only mode: nothing may change")
+        if rule and rule[0] == "allow" and _names(rule[1], [path]):
+            return Verdict(
+                "allow", f"{protected.asking(rel, place)}, but allowed by the rule {tool}: {rule[1]!r}"
+            )
+        return Verdict("ask", protected.asking(rel, place), path)
 
     def _by_mode(self, read: bool, effect: str, rule: str) -> Verdict:
         if self.mode == "read-only":

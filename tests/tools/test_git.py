@@ -9,6 +9,7 @@ import git
 import pytest
 
 from tools.base import ToolContext, ToolError
+from tools.files import workspace_files
 from tools.git import Checkpoints, DiffArgs, GitDiff, GitLog, GitStatus, LogArgs, NoArgs, open_repo
 from tools.workspace import Workspace
 
@@ -205,3 +206,45 @@ async def test_read_only_git_tools(repo):
 async def test_git_tools_outside_a_repo_say_so(tmp_path):
     with pytest.raises(ToolError, match="not a git repository"):
         await GitStatus().run(NoArgs(), ToolContext(Workspace(tmp_path)))
+
+
+# ------------------------------------------------------------------ no hook runs (issue #26)
+HOOKS = ("pre-commit", "post-commit", "post-index-change", "reference-transaction", "post-checkout",
+         "pre-auto-gc", "post-rewrite")  # fmt: skip
+
+
+def plant(root: Path, ran: Path) -> None:
+    """Executable hooks and an fsmonitor command that each leave a file in `ran` when git runs them."""
+    ran.mkdir()
+    for name in HOOKS:
+        hook = root / ".git" / "hooks" / name
+        hook.write_text(f"#!/bin/sh\ntouch {ran}/{name}\n")
+        hook.chmod(0o755)
+    sh(root, "git", "config", "core.fsmonitor", f"touch {ran}/fsmonitor")
+
+
+async def test_the_agent_s_own_git_runs_no_hook_and_no_fsmonitor(repo, tmp_path):
+    root, ran = Path(repo.working_tree_dir), tmp_path / "ran"
+    plant(root, ran)
+    sh(root, "git", "status")  # as the user runs git: what was planted runs...
+    assert {"fsmonitor", "post-index-change"} <= {p.name for p in ran.iterdir()}
+    for found in ran.iterdir():
+        found.unlink()
+
+    repo = open_repo(root)  # ...and none of the agent's own git commands runs any of them
+    cp = Checkpoints(repo)
+    start = cp.create("before the task")
+    (root / "a.py").write_text("a = 2\n")
+    (root / "b.py").write_text("b\n")
+    cp.create("after an edit")
+    cp.diff_since(start.sha, "--stat")
+    assert cp.commit_changes("agent: the task", start.sha).sha  # auto-commit
+    (root / "a.py").write_text("a = 3\n")
+    cp.create("before another edit")
+    cp.undo()
+    ctx = ToolContext(Workspace(root))
+    for tool, args in ((GitStatus(), NoArgs()), (GitDiff(), DiffArgs()), (GitLog(), LogArgs())):
+        await tool.run(args, ctx)
+    workspace_files(ctx.workspace, root)  # list_files and grep ask git for the files
+    Checkpoints(git.Repo(root)).create("a repository opened elsewhere")
+    assert sorted(p.name for p in ran.iterdir()) == []
