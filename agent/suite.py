@@ -218,13 +218,12 @@ def unpack_sdist(archive: Path, workdir: Path) -> None:
         try:
             if archive.name.endswith(".zip"):
                 with zipfile.ZipFile(archive) as zf:
-                    for name in zf.namelist():
-                        if not _is_relative(name):
-                            raise AgentError(f"{archive.name} holds a path outside its folder: {name}")
+                    _refuse_outside(archive, zf.namelist())
                     zf.extractall(scratch)
             else:
                 with tarfile.open(archive) as tf:
-                    tf.extractall(scratch, filter="data")  # refuses absolute paths, '..', links out
+                    _refuse_outside(archive, tf.getnames())
+                    tf.extractall(scratch, filter="data")  # also refuses links out, devices
         except (tarfile.TarError, zipfile.BadZipFile, OSError) as exc:
             raise AgentError(
                 f"cannot unpack {archive}", str(exc), fix=f"Delete {archive.parent} to download it again."
@@ -233,6 +232,14 @@ def unpack_sdist(archive: Path, workdir: Path) -> None:
         if len(tops) != 1 or not tops[0].is_dir():
             raise AgentError(f"{archive.name} does not hold one top folder", f"it holds {len(tops)} entries")
         tops[0].rename(workdir)
+
+
+def _refuse_outside(archive: Path, names: list[str]) -> None:
+    for name in names:
+        if not _is_relative(name):
+            raise AgentError(
+                f"{archive.name} holds a path outside its folder: {name}", fix="Pin another version."
+            )
 
 
 def _git(workdir: Path, *args: str) -> None:
