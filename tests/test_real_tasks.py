@@ -20,7 +20,8 @@ import pytest
 
 from agent import suite
 from agent.errors import AgentError, ConfigError
-from agent.suite import Source, discover, prepare_workdir, read_source, unpack_sdist
+from agent.suite import Source, discover, prepare_workdir, read_source, run_suite, unpack_sdist
+from tests.scripted_server import ScriptedServer
 from tests.test_suite_tasks import TASKS, TASKS_DIR, TRIVIAL_TESTS, check, git, python3_with_pytest  # noqa: F401
 
 REAL_TASKS = {name: task for name, task in TASKS.items() if (task / "source.toml").exists()}
@@ -324,3 +325,17 @@ def test_a_failed_download_says_what_failed_why_and_what_to_do(tmp_path, monkeyp
 def test_real_tasks_are_picked_by_glob():
     assert [p.name for p in discover(TASKS_DIR, ["real-*"])] == sorted(REAL_TASKS)
     assert not set(REAL_TASKS) & {p.name for p in discover(TASKS_DIR, ["hello", "cli-*"])}
+
+
+@pytest.mark.slow
+def test_the_suite_runs_a_real_task_end_to_end_against_the_scripted_model(tmp_path):
+    # The model renames with one bash command; `agent run` then runs the hidden check in the workdir.
+    rename = "grep -rl want_bytes src tests | xargs sed -i 's/\\bwant_bytes\\b/to_bytes/g'"
+    script = [{"tool_calls": [{"name": "bash", "arguments": {"command": rename}}]}, {"content": "Renamed."}]
+    task = REAL_TASKS["real-itsdangerous-rename-want-bytes"]
+    with ScriptedServer(script) as server:
+        [result] = run_suite([task], ["--base-url", server.url], tmp_path / "work", timeout=300)
+    assert result.solved, result
+    assert result.checks == 1 and result.turns == 2
+    workdir = tmp_path / "work" / task.name
+    assert "def to_bytes(" in (workdir / "src/itsdangerous/encoding.py").read_text()
