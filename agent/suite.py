@@ -104,8 +104,13 @@ def prepare_workdir(task_dir: Path, into: Path) -> Path:
             target = workdir / relative
             if target.is_dir() and not target.is_symlink():
                 shutil.rmtree(target)
-            else:
-                target.unlink(missing_ok=True)
+            elif target.is_file() or target.is_symlink():
+                target.unlink()
+            else:  # a typo would silently keep what the task meant to leave out
+                shutil.rmtree(workdir)  # made just now, by us
+                raise ConfigError(
+                    f"{task_dir / 'source.toml'}: strip names {relative}, which {source.pypi} does not hold"
+                )
     elif (task_dir / "repo").is_dir():
         shutil.copytree(task_dir / "repo", workdir, symlinks=True)
     else:
@@ -176,7 +181,10 @@ def fetch_sdist(pin: str) -> Path:
             )
         with contextlib.suppress(OSError):  # another suite got there first: use its copy
             os.rename(scratch, folder)
-    return _sdist_in(folder)  # type: ignore[return-value]
+    archive = _sdist_in(folder)
+    if archive is None:  # the rename failed, and not because of a finished copy
+        raise AgentError(f"cannot store {pin} in {folder}", fix=f"Delete {folder} and run again.")
+    return archive
 
 
 def _sdist_in(folder: Path) -> Path | None:
@@ -222,8 +230,14 @@ def unpack_sdist(archive: Path, workdir: Path) -> None:
                     zf.extractall(scratch)
             else:
                 with tarfile.open(archive) as tf:
-                    _refuse_outside(archive, tf.getnames())
-                    tf.extractall(scratch, filter="data")  # also refuses links out, devices
+                    members = tf.getmembers()
+                    _refuse_outside(archive, [m.name for m in members])
+                    # Python 3.11.4+ has the "data" filter (it also refuses links out and devices);
+                    # before it, only plain files and folders are extracted.
+                    if hasattr(tarfile, "data_filter"):
+                        tf.extractall(scratch, filter="data")
+                    else:
+                        tf.extractall(scratch, members=[m for m in members if m.isfile() or m.isdir()])
         except (tarfile.TarError, zipfile.BadZipFile, OSError) as exc:
             raise AgentError(
                 f"cannot unpack {archive}", str(exc), fix=f"Delete {archive.parent} to download it again."

@@ -228,6 +228,13 @@ def test_a_cached_sdist_is_unpacked_without_its_top_folder_stripped_patched_and_
     )
 
 
+def test_stripping_a_path_the_sdist_does_not_hold_is_refused(tmp_path, monkeypatch):
+    task = cached_task(tmp_path, monkeypatch, 'pypi = "pkg==1.0"\nstrip = ["tests/test_hevy.py"]\n')
+    with pytest.raises(ConfigError, match=r"strip names tests/test_hevy.py, which pkg==1.0 does not hold"):
+        prepare_workdir(task, tmp_path / "work")
+    assert list((tmp_path / "work").iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("text", "error"),
     [
