@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import io
+import json
 import tarfile
 import textwrap
 import zipfile
@@ -19,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from agent import suite
+from agent.cli import main
 from agent.errors import AgentError, ConfigError
-from agent.suite import Source, discover, prepare_workdir, read_source, run_suite, unpack_sdist
+from agent.suite import Source, discover, prepare_workdir, read_source, unpack_sdist
 from tests.scripted_server import ScriptedServer
 from tests.test_suite_tasks import TASKS, TASKS_DIR, TRIVIAL_TESTS, check, git, python3_with_pytest  # noqa: F401
 
@@ -337,14 +339,13 @@ def test_real_tasks_are_picked_by_glob():
 
 
 @pytest.mark.slow
-def test_the_suite_runs_a_real_task_end_to_end_against_the_scripted_model(tmp_path):
+def test_agent_bench_tasks_runs_a_real_task_picked_by_glob_against_the_scripted_model(tmp_path, capsys):
     # The model renames with one bash command; `agent run` then runs the hidden check in the workdir.
     rename = "grep -rl want_bytes src tests | xargs sed -i 's/\\bwant_bytes\\b/to_bytes/g'"
     script = [{"tool_calls": [{"name": "bash", "arguments": {"command": rename}}]}, {"content": "Renamed."}]
-    task = REAL_TASKS["real-itsdangerous-rename-want-bytes"]
     with ScriptedServer(script) as server:
-        [result] = run_suite([task], ["--base-url", server.url], tmp_path / "work", timeout=300)
-    assert result.solved, result
-    assert result.checks == 1 and result.turns == 2
-    workdir = tmp_path / "work" / task.name
-    assert "def to_bytes(" in (workdir / "src/itsdangerous/encoding.py").read_text()
+        argv = ["bench", "--base-url", server.url, "--tasks", str(TASKS_DIR), "--task", "real-itsdangerous-*"]
+        assert main([*argv, "--json", "--task-timeout", "300"]) == 0
+    [result] = json.loads(capsys.readouterr().out)["attach"]
+    assert result["name"] == "real-itsdangerous-rename-want-bytes"
+    assert result["solved"] and result["checks"] == 1 and result["turns"] == 2, result
