@@ -120,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     tune.add_argument(
         "--task", action="append", metavar="NAME",
-        help="with --tasks: only these tasks; a name may be a glob ('real-*': the real-repository ones)",
+        help="with --tasks: only these tasks; a name may be a glob ('real-*': the real-repository ones) "
+        "and '!GLOB' leaves tasks out ('!real-*': the small ones)",
     )  # fmt: skip
     tune.add_argument("--task-timeout", type=float, default=600, help="with --tasks: seconds per task")
     tune.add_argument("--out", metavar="DIR", help="results.json and the chart (default: the state dir)")
@@ -175,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     bench.add_argument(
         "--task", action="append", metavar="NAME",
-        help="with --tasks: only these tasks; a name may be a glob ('real-*': the real-repository ones)",
+        help="with --tasks: only these tasks; a name may be a glob ('real-*': the real-repository ones) "
+        "and '!GLOB' leaves tasks out ('!real-*': the small ones)",
     )  # fmt: skip
     bench.add_argument(
         "--actions",

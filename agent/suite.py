@@ -73,19 +73,24 @@ class TaskResult:
 
 def discover(tasks_dir: Path, names: list[str] | None = None) -> list[Path]:
     """The task folders (those holding a task.md), sorted by name; only `names` when given. A name may
-    be a glob (`real-*`, `*-flag`); a name or glob that matches no task is refused."""
+    be a glob (`real-*`, `*-flag`), and `!GLOB` leaves out what it matches (`!real-*`: the small tasks
+    only; alone, it starts from all tasks). A name or glob that matches no task is refused."""
     if not tasks_dir.is_dir():
         raise ConfigError(f"the task folder {tasks_dir} does not exist")
     found = sorted(p for p in tasks_dir.iterdir() if (p / "task.md").is_file())
     if names:
-        matched = {name: [p for p in found if fnmatch.fnmatchcase(p.name, name)] for name in names}
+        matched = {
+            name: [p for p in found if fnmatch.fnmatchcase(p.name, name.removeprefix("!"))] for name in names
+        }
         unknown = sorted(name for name, paths in matched.items() if not paths)
         if unknown:
             raise ConfigError(
                 f"no task named {', '.join(unknown)} in {tasks_dir}",
                 fix=f"Known tasks: {', '.join(p.name for p in found) or 'none'}.",
             )
-        wanted = {p for paths in matched.values() for p in paths}
+        kept = [paths for name, paths in matched.items() if not name.startswith("!")]
+        wanted = {p for paths in kept for p in paths} if kept else set(found)
+        wanted -= {p for name, paths in matched.items() if name.startswith("!") for p in paths}
         found = [p for p in found if p in wanted]
     return found
 

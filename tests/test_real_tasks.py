@@ -336,6 +336,7 @@ def test_a_failed_download_says_what_failed_why_and_what_to_do(tmp_path, monkeyp
 def test_real_tasks_are_picked_by_glob():
     assert [p.name for p in discover(TASKS_DIR, ["real-*"])] == sorted(REAL_TASKS)
     assert not set(REAL_TASKS) & {p.name for p in discover(TASKS_DIR, ["hello", "cli-*"])}
+    assert {p.name for p in discover(TASKS_DIR, ["!real-*"])} == set(TASKS) - set(REAL_TASKS)
 
 
 @pytest.mark.slow

@@ -172,6 +172,10 @@ def test_discover_takes_globs_and_refuses_one_that_matches_nothing(tmp_path):
     assert [p.name for p in discover(tmp_path, ["small", "real-b", "*-b"])] == ["real-b", "small"]
     with pytest.raises(Exception, match=r"no task named nope-\*"):
         discover(tmp_path, ["real-*", "nope-*"])
+    assert [p.name for p in discover(tmp_path, ["!real-*"])] == ["small"]
+    assert [p.name for p in discover(tmp_path, ["real-*", "!*-a"])] == ["real-b"]
+    with pytest.raises(Exception, match=r"no task named !nope-\*"):
+        discover(tmp_path, ["!nope-*"])
 
 
 def git(workdir: Path, *args: str) -> str:
