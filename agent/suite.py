@@ -220,7 +220,7 @@ def _pip_download(pin: str, into: Path) -> None:
             f"could not download {pin} from PyPI for a real-repository task",
             " ".join(why),
             fix=f"Check the network and the pin (`python -m pip download --no-deps --no-binary :all: {pin}` "
-            "must work). The small tasks need no download: pick them by name with --task.",
+            "must work). The small tasks need no download: --task '!real-*' runs only them.",
         )
 
 
