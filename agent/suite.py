@@ -422,6 +422,12 @@ def run_suite(
     """Each task in turn, each in a fresh workdir under `workroot` (default: a new temporary folder,
     kept for a look at what the model did). With `out`, one JSON line per task is appended there as
     soon as it is done. `progress` gets each result as it comes."""
+    # Every sdist first: a download that fails (or a bad source.toml) stops the suite before its first
+    # task rather than an hour into it.
+    for task_dir in tasks:
+        source = read_source(task_dir)
+        if source is not None:
+            fetch_sdist(source.pypi)
     if workroot is None:
         workroot = Path(tempfile.mkdtemp(prefix="agent-suite-"))
     if out is not None:

@@ -22,7 +22,7 @@ import pytest
 from agent import suite
 from agent.cli import main
 from agent.errors import AgentError, ConfigError
-from agent.suite import Source, discover, prepare_workdir, read_source, unpack_sdist
+from agent.suite import Source, discover, prepare_workdir, read_source, run_suite, unpack_sdist
 from tests.scripted_server import ScriptedServer
 from tests.test_suite_tasks import TASKS, TASKS_DIR, TRIVIAL_TESTS, check, git, python3_with_pytest  # noqa: F401
 
@@ -331,6 +331,9 @@ def test_a_failed_download_says_what_failed_why_and_what_to_do(tmp_path, monkeyp
     assert "999.0.0" in error.why and "pip download" in error.fix
     assert list((tmp_path / "cache" / "sdists").iterdir()) == []  # nothing half-written is cached
     assert not (tmp_path / "work" / "real-nothing").exists()
+    with pytest.raises(AgentError, match="could not download"):  # before the suite's first task
+        run_suite([TASKS["hello"], task], ["--base-url", "http://127.0.0.1:9"], tmp_path / "suite")
+    assert not (tmp_path / "suite").exists()
 
 
 def test_real_tasks_are_picked_by_glob():
