@@ -138,7 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--tasks", nargs="?", const="examples/tasks", metavar="DIR",
         help="measure on a task suite (default examples/tasks) instead of the bench prompts",
     )  # fmt: skip
-    tune.add_argument("--task", action="append", metavar="NAME", help="with --tasks: only these tasks")
+    tune.add_argument(
+        "--task", action="append", metavar="NAME",
+        help="with --tasks: only these tasks; a name may be a glob ('real-*': the real-repository ones) "
+        "and '!GLOB' leaves tasks out ('!real-*': the small ones)",
+    )  # fmt: skip
     tune.add_argument("--task-timeout", type=float, default=600, help="with --tasks: seconds per task")
     tune.add_argument("--out", metavar="DIR", help="results.json and the chart (default: the state dir)")
 
@@ -190,7 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--tasks", nargs="?", const="examples/tasks", metavar="DIR",
         help="run the task suite (default examples/tasks): each task is a real `agent run` with its check",
     )  # fmt: skip
-    bench.add_argument("--task", action="append", metavar="NAME", help="with --tasks: only these tasks")
+    bench.add_argument(
+        "--task", action="append", metavar="NAME",
+        help="with --tasks: only these tasks; a name may be a glob ('real-*': the real-repository ones) "
+        "and '!GLOB' leaves tasks out ('!real-*': the small ones)",
+    )  # fmt: skip
     bench.add_argument(
         "--actions",
         choices=["tools", "blocks"],

@@ -5,6 +5,11 @@ folder (examples/tasks/): `task.md` (front matter with the `check`, then the tas
 it), `repo/` (the starting files; absent when the task starts from an empty folder) and `solution/`
 (files that, laid over repo/, make the check pass; tests/test_suite_tasks.py proves it for each).
 
+A real-repository task (`real-*`) has `source.toml` instead of repo/: its starting files are a pinned
+source distribution from PyPI (downloaded once into the cache, see `fetch_sdist`), less the `strip`ped
+paths, with the task's optional `setup.patch` applied (a planted bug). Its reference solution is
+`solution.patch`, a diff applied with `git apply` (tests/test_real_tasks.py proves each).
+
 Each task runs in a fresh git repository holding its starting files, so the agent has checkpoints,
 as `agent run --json` in its own process group: on timeout the group gets SIGTERM (the agent then
 finishes its session record), then SIGKILL. The server is not started here: the caller starts it
@@ -14,19 +19,25 @@ once per profile and passes `-p PROFILE` or `--base-url URL` in `agent_args`.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
+import tomllib
+import zipfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from agent.config import cache_dir
 from agent.errors import AgentError, ConfigError
 from agent.redact import redact_record
 from agent.telemetry import TurnStats, summarise_turns
@@ -61,18 +72,26 @@ class TaskResult:
 
 
 def discover(tasks_dir: Path, names: list[str] | None = None) -> list[Path]:
-    """The task folders (those holding a task.md), sorted by name; only `names` when given."""
+    """The task folders (those holding a task.md), sorted by name; only `names` when given. A name may
+    be a glob (`real-*`, `*-flag`), and `!GLOB` leaves out what it matches (`!real-*`: the small tasks
+    only; alone, it starts from all tasks). A name or glob that matches no task is refused."""
     if not tasks_dir.is_dir():
         raise ConfigError(f"the task folder {tasks_dir} does not exist")
     found = sorted(p for p in tasks_dir.iterdir() if (p / "task.md").is_file())
     if names:
-        unknown = sorted(set(names) - {p.name for p in found})
+        matched = {
+            name: [p for p in found if fnmatch.fnmatchcase(p.name, name.removeprefix("!"))] for name in names
+        }
+        unknown = sorted(name for name, paths in matched.items() if not paths)
         if unknown:
             raise ConfigError(
                 f"no task named {', '.join(unknown)} in {tasks_dir}",
                 fix=f"Known tasks: {', '.join(p.name for p in found) or 'none'}.",
             )
-        found = [p for p in found if p.name in names]
+        kept = [paths for name, paths in matched.items() if not name.startswith("!")]
+        wanted = {p for paths in kept for p in paths} if kept else set(found)
+        wanted -= {p for name, paths in matched.items() if name.startswith("!") for p in paths}
+        found = [p for p in found if p in wanted]
     return found
 
 
@@ -83,7 +102,21 @@ def prepare_workdir(task_dir: Path, into: Path) -> Path:
     while workdir.exists():  # never reuse (or delete) what an earlier run left
         n += 1
         workdir = into / f"{task_dir.name}-{n}"
-    if (task_dir / "repo").is_dir():
+    source = read_source(task_dir)
+    if source is not None:
+        unpack_sdist(fetch_sdist(source.pypi), workdir)
+        for relative in source.strip:
+            target = workdir / relative
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            elif target.is_file() or target.is_symlink():
+                target.unlink()
+            else:  # a typo would silently keep what the task meant to leave out
+                shutil.rmtree(workdir)  # made just now, by us
+                raise ConfigError(
+                    f"{task_dir / 'source.toml'}: strip names {relative}, which {source.pypi} does not hold"
+                )
+    elif (task_dir / "repo").is_dir():
         shutil.copytree(task_dir / "repo", workdir, symlinks=True)
     else:
         workdir.mkdir()
@@ -92,9 +125,140 @@ def prepare_workdir(task_dir: Path, into: Path) -> Path:
     _git(workdir, "config", "user.name", "agent suite")
     _git(workdir, "config", "user.email", "suite@localhost")
     _git(workdir, "config", "commit.gpgsign", "false")
+    if (task_dir / "setup.patch").is_file():  # part of the starting files: a bug, a failing test
+        _git(workdir, "apply", str((task_dir / "setup.patch").resolve()))
     _git(workdir, "add", "-A")
     _git(workdir, "commit", "-q", "--allow-empty", "--no-verify", "-m", f"{task_dir.name}: starting files")
     return workdir
+
+
+@dataclass(frozen=True)
+class Source:
+    """A real-repository task's `source.toml`: where its starting files come from."""
+
+    pypi: str  # an exact pin, "requests==2.32.3": the cache is keyed by it and it never changes
+    strip: tuple[str, ...] = ()  # paths (relative to the package's top folder) removed after unpacking
+
+
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
+
+
+def read_source(task_dir: Path) -> Source | None:
+    """The task's source.toml, validated; None for a task that starts from repo/ or nothing."""
+    path = task_dir / "source.toml"
+    if not path.is_file():
+        return None
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from exc
+    unknown = sorted(set(data) - {"pypi", "strip"})
+    pin, strip = data.get("pypi"), data.get("strip", [])
+    if unknown:
+        raise ConfigError(f"{path}: unknown keys {', '.join(unknown)}", fix="Known keys: pypi, strip.")
+    if not isinstance(pin, str) or not _PIN.match(pin):
+        raise ConfigError(f'{path}: pypi must pin one version, as in pypi = "requests==2.32.3"')
+    if not isinstance(strip, list) or not all(_is_relative(s) for s in strip):
+        raise ConfigError(f"{path}: strip must be a list of relative paths without '..'")
+    return Source(pin, tuple(strip))
+
+
+def _is_relative(path: object) -> bool:
+    return (
+        isinstance(path, str) and bool(path) and not Path(path).is_absolute() and ".." not in Path(path).parts
+    )
+
+
+def fetch_sdist(pin: str) -> Path:
+    """The source distribution of `pin` ("name==version"), downloaded once into the cache and reused."""
+    folder = cache_dir() / "sdists" / pin.replace("==", "-")
+    cached = _sdist_in(folder)
+    if cached is not None:
+        return cached
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    # Downloaded into a scratch folder next to the cache, then renamed: an interrupted download, or a
+    # second suite downloading at the same time, never leaves a half-written archive in the cache.
+    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".download-") as scratch:
+        _pip_download(pin, Path(scratch))
+        if _sdist_in(Path(scratch)) is None:
+            raise AgentError(
+                f"pip downloaded no source archive for {pin}", fix="Pin a version that has an sdist."
+            )
+        with contextlib.suppress(OSError):  # another suite got there first: use its copy
+            os.rename(scratch, folder)
+    archive = _sdist_in(folder)
+    if archive is None:  # the rename failed, and not because of a finished copy
+        raise AgentError(f"cannot store {pin} in {folder}", fix=f"Delete {folder} and run again.")
+    return archive
+
+
+def _sdist_in(folder: Path) -> Path | None:
+    archives = sorted(p for p in folder.glob("*") if p.name.endswith((".tar.gz", ".zip")))
+    return archives[0] if archives else None
+
+
+def _pip_download(pin: str, into: Path) -> None:
+    command = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+        "--disable-pip-version-check", "-q", "-d", str(into), pin,
+    ]  # fmt: skip
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise AgentError(
+            f"downloading {pin} from PyPI took over 5 minutes",
+            fix="Check the network, or set pip's index (PIP_INDEX_URL) to a mirror you can reach.",
+        ) from None
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout or "").strip().splitlines()
+        why = (
+            [line for line in lines if line.startswith("ERROR")]
+            or lines[-1:]
+            or [f"pip exited {proc.returncode}"]
+        )
+        raise AgentError(
+            f"could not download {pin} from PyPI for a real-repository task",
+            " ".join(why),
+            fix=f"Check the network and the pin (`python -m pip download --no-deps --no-binary :all: {pin}` "
+            "must work). The small tasks need no download: --task '!real-*' runs only them.",
+        )
+
+
+def unpack_sdist(archive: Path, workdir: Path) -> None:
+    """The archive's files in a new folder `workdir`, without its top folder (requests-2.32.3/);
+    refused when a member would land outside it (an absolute path, '..', a link out)."""
+    with tempfile.TemporaryDirectory(dir=workdir.parent, prefix=".unpack-") as scratch:
+        try:
+            if archive.name.endswith(".zip"):
+                with zipfile.ZipFile(archive) as zf:
+                    _refuse_outside(archive, zf.namelist())
+                    zf.extractall(scratch)
+            else:
+                with tarfile.open(archive) as tf:
+                    members = tf.getmembers()
+                    _refuse_outside(archive, [m.name for m in members])
+                    # Python 3.11.4+ has the "data" filter (it also refuses links out and devices);
+                    # before it, only plain files and folders are extracted.
+                    if hasattr(tarfile, "data_filter"):
+                        tf.extractall(scratch, filter="data")
+                    else:
+                        tf.extractall(scratch, members=[m for m in members if m.isfile() or m.isdir()])
+        except (tarfile.TarError, zipfile.BadZipFile, OSError) as exc:
+            raise AgentError(
+                f"cannot unpack {archive}", str(exc), fix=f"Delete {archive.parent} to download it again."
+            ) from exc
+        tops = list(Path(scratch).iterdir())
+        if len(tops) != 1 or not tops[0].is_dir():
+            raise AgentError(f"{archive.name} does not hold one top folder", f"it holds {len(tops)} entries")
+        tops[0].rename(workdir)
+
+
+def _refuse_outside(archive: Path, names: list[str]) -> None:
+    for name in names:
+        if not _is_relative(name):
+            raise AgentError(
+                f"{archive.name} holds a path outside its folder: {name}", fix="Pin another version."
+            )
 
 
 def _git(workdir: Path, *args: str) -> None:
@@ -258,6 +422,12 @@ def run_suite(
     """Each task in turn, each in a fresh workdir under `workroot` (default: a new temporary folder,
     kept for a look at what the model did). With `out`, one JSON line per task is appended there as
     soon as it is done. `progress` gets each result as it comes."""
+    # Every sdist first: a download that fails (or a bad source.toml) stops the suite before its first
+    # task rather than an hour into it.
+    for task_dir in tasks:
+        source = read_source(task_dir)
+        if source is not None:
+            fetch_sdist(source.pypi)
     if workroot is None:
         workroot = Path(tempfile.mkdtemp(prefix="agent-suite-"))
     if out is not None:
