@@ -61,6 +61,8 @@ class TaskResult:
     session_id: str = ""
     error: str = ""  # why it was not solved: a limit, the check's last line, a crash, a timeout
     checks: int = 0  # times the check ran (a failed one goes back to the model)
+    lines_added: int = 0  # over the files the run changed (the run's `changes` summary)
+    lines_deleted: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "seconds": round(self.seconds, 2)}
@@ -390,6 +392,8 @@ def result_from_events(
         session_id=started.get("session_id", ""),
         error="" if solved else _why_not(finished, summary, by_type.get("error", []), exit_code, stderr),
         checks=len(by_type.get("check.result", [])),
+        lines_added=sum(c.get("added") or 0 for c in summary.get("changes") or []),
+        lines_deleted=sum(c.get("deleted") or 0 for c in summary.get("changes") or []),
     )
 
 
