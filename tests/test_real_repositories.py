@@ -182,6 +182,15 @@ async def test_a_file_read_whole_with_cat_may_then_be_rewritten(tmp_path):
 REWRITTEN = "".join(f"def keep_{i}():\n    return {i}\n\n\n" for i in range(20))
 
 
+def read_then_write(content: str) -> list[dict]:
+    """The model reads mod.py whole, then writes it whole as `content`, then says it is done."""
+    return [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "mod.py"}}]},
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "mod.py", "content": content}}]},
+        {"content": "Done."},
+    ]
+
+
 async def test_a_rewrite_deleting_most_of_a_file_asks_even_in_full_auto(tmp_path):
     root = git_repo(tmp_path / "r")
     (root / "mod.py").write_text(REWRITTEN)
@@ -191,11 +200,7 @@ async def test_a_rewrite_deleting_most_of_a_file_asks_even_in_full_auto(tmp_path
         asked.append(request)
         return ApprovalAnswer("no")
 
-    script = [
-        {"tool_calls": [{"name": "read_file", "arguments": {"path": "mod.py"}}]},
-        {"tool_calls": [{"name": "write_file", "arguments": {"path": "mod.py", "content": "def keep_0():\n    return 0\n"}}]},
-        {"content": "Done."},
-    ]  # fmt: skip
+    script = read_then_write("def keep_0():\n    return 0\n")
     with ScriptedServer(script) as server:
         run = Run(server, root, approval="full-auto", approve=approve)
         await run("tidy mod.py")
@@ -208,11 +213,7 @@ async def test_headless_refuses_a_rewrite_deleting_definitions_the_task_does_not
     root = git_repo(tmp_path / "r")
     (root / "mod.py").write_text(REWRITTEN)
     kept = REWRITTEN.replace("def keep_7():\n    return 7\n\n\n", "")
-    script = [
-        {"tool_calls": [{"name": "read_file", "arguments": {"path": "mod.py"}}]},
-        {"tool_calls": [{"name": "write_file", "arguments": {"path": "mod.py", "content": kept}}]},
-        {"content": "Done."},
-    ]  # fmt: skip
+    script = read_then_write(kept)
     with ScriptedServer(script) as server:
         run = Run(server, root, approval="full-auto", approve=None)  # nobody to ask: a headless run
         await run("make keep_3 return 33")
@@ -227,11 +228,7 @@ async def test_a_rewrite_deleting_what_the_task_names_runs_in_full_auto(tmp_path
     root = git_repo(tmp_path / "r")
     (root / "mod.py").write_text(REWRITTEN)
     renamed = REWRITTEN.replace("keep_7", "first")
-    script = [
-        {"tool_calls": [{"name": "read_file", "arguments": {"path": "mod.py"}}]},
-        {"tool_calls": [{"name": "write_file", "arguments": {"path": "mod.py", "content": renamed}}]},
-        {"content": "Done."},
-    ]  # fmt: skip
+    script = read_then_write(renamed)
     with ScriptedServer(script) as server:
         await Run(server, root, approval="full-auto", approve=None)("rename keep_7 to first")
     assert (root / "mod.py").read_text() == renamed
