@@ -37,6 +37,7 @@ MAX_READ_BYTES = 400_000  # a bigger file is listed by name only: generated code
 NAMED_SHARE = 0.7  # of the budget, at most, for the files the task names
 TAIL_LINES = 12  # the end of a long named file, shown so that an addition at the end has an anchor
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 # Words of a task that are surely code: in backticks, snake_case, camelCase, or called.
 CODE_WORD = re.compile(r"`([A-Za-z_]\w*)`|\b(\w*_\w*|[a-z]+[A-Z]\w*|[A-Z]\w*[a-z][A-Z]\w*)\b|\b(\w+)\(")
 TRAILING_COMMENT = re.compile(r"(?m)[ \t]*(?:#|//)[^\n'\"]*$")
@@ -254,11 +255,28 @@ def _fenced(rel: str, text: str, fence_for: Callable[[str], str]) -> str:
     return f"{rel}\n{fence}\n{text.rstrip()}\n{fence}"
 
 
+def _wanted(defs: list[Definition], lines: list[str], task: str) -> list[Definition]:
+    """The definitions of a long file to show whole: those the task names (`lt` counts: matched as a
+    whole word against the file's own names), then the top-level ones they use, since a bug is often
+    in the helper a named function calls (attrs' `lt` and its `_NumberValidator`). None twice: a
+    member inside a class already chosen is left out."""
+    named = [d for d in defs if re.search(rf"(?<![\w.]){re.escape(d.name)}(?!\w)", task)]
+    top = {d.name: d for d in defs if d.depth == 0}
+    used = set()
+    for d in named:
+        used |= set(IDENTIFIER.findall("\n".join(lines[d.start - 1 : d.end])))
+    related = sorted((top[n] for n in used if n in top and top[n] not in named), key=lambda d: d.start)
+    chosen: list[Definition] = []
+    for d in [*named, *related]:
+        if not any(c.start <= d.start and d.end <= c.end for c in chosen):
+            chosen.append(d)
+    return chosen
+
+
 def _long_file(f: SourceFile, task: str, budget: int, fence_for: Callable[[str], str]) -> str:
     """A named file too long to show: its outline, the definitions the task names, its last lines."""
     lines = f.lines
     defs = outline(f.rel, f.text or "")
-    words = set(WORD.findall(task))
     head = (
         f"{f.rel} has {len(lines):,} lines: too long to show whole here, so you cannot write it whole. "
         "Change it with SEARCH/REPLACE blocks whose SEARCH lines are copied exactly from the parts below."
@@ -273,7 +291,7 @@ def _long_file(f: SourceFile, task: str, budget: int, fence_for: Callable[[str],
             listing = f"{kept}\n   ...  ({listing.count(chr(10)) - kept.count(chr(10))} more definitions)"
         parts.append(f"Its outline (line numbers on the left):\n{listing}")
     used = sum(len(p) for p in parts)
-    for d in [d for d in defs if d.name in words]:
+    for d in _wanted(defs, lines, task):
         body = "\n".join(lines[d.start - 1 : d.end])
         if used + len(body) > budget:
             parts.append(f"(The definition {d.name}, lines {d.start}-{d.end}, is too long to show here.)")

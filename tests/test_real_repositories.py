@@ -306,3 +306,18 @@ def test_agent_new_takes_options_anywhere_among_its_arguments(tmp_path, order):
     result = agent(*argv, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "adder" / "AGENTS.md").is_file()
+
+
+def test_a_long_named_file_shows_short_names_the_task_uses_and_the_helpers_they_call(tmp_path):
+    """attrs' number validators: the task names `lt`; the bug is in the class `lt` returns."""
+    root = git_repo(tmp_path / "v")
+    filler = "".join(f"def other_{i}(x):\n    return x\n\n\n" for i in range(400))
+    (root / "validators.py").write_text(
+        "class _Number:\n    def __call__(self, value):\n        return value > self.bound\n\n\n"
+        + filler
+        + "def lt(val):\n    return _Number(val)\n"
+    )
+    view = repository_view(root, "`lt(10)` in validators.py refuses 5: fix it.", 6_000, fence_for)
+    assert "of validators.py (lt):" in view.text
+    assert "Lines 1-3 of validators.py (_Number):" in view.text and "return value > self.bound" in view.text
+    assert "(other_1)" not in view.text
