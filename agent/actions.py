@@ -211,9 +211,15 @@ class BlockActions:
         except OutsideWorkspace:
             return action  # refused, with a message, by the tool layer
         if not exists:
+            # `attrs/validators.py` for src/attrs/validators.py: a path that ends an existing one is
+            # that file; else a bare name that exactly one file has.
+            files = self._files()
+            by_tail = [p for p in files if p.endswith("/" + path)]
             name = PurePosixPath(path).name
-            same_name = [p for p in self._files() if PurePosixPath(p).name == name]
-            if len(same_name) == 1:
+            same_name = [p for p in files if PurePosixPath(p).name == name]
+            if len(by_tail) == 1:
+                path = by_tail[0]
+            elif len(same_name) == 1:
                 path = same_name[0]
         return action if path == action.path else replace(action, path=path)
 

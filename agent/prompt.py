@@ -114,6 +114,12 @@ BLOCKS_REMINDER = (
     "Act now: for each file to create or change, write its path alone on a line, then the complete new "
     "file in a fenced block. Nothing changes unless you write the blocks."
 )
+# ...and when a file the task names was too long to show whole: a whole-file block there is refused.
+BLOCKS_REMINDER_PARTLY = (
+    "Act now: to change {files}, write its path alone on a line, then a fenced block of SEARCH/REPLACE "
+    "edits whose SEARCH lines are copied exactly from the lines shown above. To create a new file, write "
+    "its path, then the complete file in a fenced block. Nothing changes unless you write the blocks."
+)
 
 
 def user_message(

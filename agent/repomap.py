@@ -248,6 +248,7 @@ def rank(files: list[SourceFile], task: str, named: list[SourceFile], recent: li
 class RepositoryView:
     text: str
     whole: list[str]  # files shown whole: the model may rewrite these whole
+    partly: list[str] = field(default_factory=list)  # named files shown in part: SEARCH/REPLACE only
 
 
 def _fenced(rel: str, text: str, fence_for: Callable[[str], str]) -> str:
@@ -340,6 +341,7 @@ def repository_view(
     named = named_files(files, task)
     parts: list[str] = []
     whole: list[str] = []
+    partly: list[str] = []
     named_budget, used = int(budget_chars * NAMED_SHARE), 0
     for f in sorted(named, key=lambda f: f.size):  # the small ones whole first
         if f.text is None:
@@ -350,6 +352,7 @@ def repository_view(
             whole.append(f.rel)
         elif room > 2000:
             parts.append(_long_file(f, task, room, fence_for))
+            partly.append(f.rel)
         else:
             parts.append(f"{f.rel} is named by the task but there is no room left to show it: `cat {f.rel}`.")
         used += len(parts[-1])
@@ -381,4 +384,4 @@ def repository_view(
             f"{', ...' if len(folders) > 8 else ''}); `ls FOLDER` or `grep -rn NAME FOLDER` in a bash "
             "block finds them."
         )
-    return RepositoryView("\n\n".join(parts), whole)
+    return RepositoryView("\n\n".join(parts), whole, partly)

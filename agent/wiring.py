@@ -19,7 +19,7 @@ from agent.errors import ConfigError
 from agent.events import Event, Notice
 from agent.llm import ModelClient
 from agent.loop import Agent, Approver, Limits
-from agent.prompt import BLOCKS_REMINDER, system_prompt, user_message
+from agent.prompt import BLOCKS_REMINDER, BLOCKS_REMINDER_PARTLY, system_prompt, user_message
 from agent.repomap import repository_view
 from agent.trust import is_trusted
 from tools.base import Tool, ToolContext, ToolRegistry
@@ -114,7 +114,10 @@ class Workbench:
         )
         for rel in view.whole:
             mark_shown_whole(self.tool_state, self.workspace / rel)
-        return user_message(task, self.workspace, git_summary(self.repo), view.text, BLOCKS_REMINDER)
+        reminder = (
+            BLOCKS_REMINDER_PARTLY.format(files=" or ".join(view.partly)) if view.partly else BLOCKS_REMINDER
+        )
+        return user_message(task, self.workspace, git_summary(self.repo), view.text, reminder)
 
     def files_budget(self, task: str, context: ContextWindow | None) -> int:
         """Characters for the repository in the task message: 40% of the budget, and never more than

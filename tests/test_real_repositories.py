@@ -321,3 +321,24 @@ def test_a_long_named_file_shows_short_names_the_task_uses_and_the_helpers_they_
     assert "of validators.py (lt):" in view.text
     assert "Lines 1-3 of validators.py (_Number):" in view.text and "return value > self.bound" in view.text
     assert "(other_1)" not in view.text
+
+
+async def test_a_block_for_a_tail_of_a_long_files_path_means_that_file_and_is_refused(tmp_path):
+    """The attrs run: `path/to/attrs/validators.py` was written as a new file beside the real one."""
+    root = library(tmp_path / "lib")
+    before = (root / "src/pkg/utils.py").read_text()
+    block = answer(
+        "path/to/pkg/utils.py", f"{FENCE}python", "def helper_sum(a, b):", "    return a + b", FENCE
+    )
+    with ScriptedServer([block, answer("Done.")], n_ctx=8192) as server:
+        await Run(server, root, actions="blocks")("In src/pkg/utils.py, add a function helper_sum(a, b).")
+        task = server.requests[0]["messages"][-1]["content"]
+        told = server.requests[1]["messages"][-1]["content"]
+    assert task.endswith(
+        "Act now: to change src/pkg/utils.py, write its path alone on a line, then a fenced block of "
+        "SEARCH/REPLACE edits whose SEARCH lines are copied exactly from the lines shown above. To create "
+        "a new file, write its path, then the complete file in a fenced block. Nothing changes unless you "
+        "write the blocks."
+    )
+    assert "Not written: src/pkg/utils.py already exists" in told
+    assert (root / "src/pkg/utils.py").read_text() == before and not (root / "pkg").exists()
