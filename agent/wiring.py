@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from agent.actions import ActionsMode, make_actions
 from agent.config import Settings
-from agent.context import CHARS_PER_TOKEN, ContextWindow
+from agent.context import CHARS_PER_TOKEN, ContextWindow, summariser
 from agent.errors import ConfigError
 from agent.events import Event, Notice
 from agent.llm import ModelClient
@@ -159,7 +159,10 @@ async def build_agent(
         emit(Notice(note))
     reserve = int(client.endpoint.sampling.get("max_tokens") or min(4096, n_ctx // 4))
     protocol = make_actions(actions, workbench.workspace)
-    context = ContextWindow(n_ctx, reserve, tools_chars=len(json.dumps(protocol.request_tools(tools))))
+    context = ContextWindow(
+        n_ctx, reserve, tools_chars=len(json.dumps(protocol.request_tools(tools))),
+        summarise=summariser(client, tools.schemas), emit=emit,
+    )  # fmt: skip
     return Agent(
         client=client,
         tools=tools,
