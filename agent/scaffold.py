@@ -2,7 +2,7 @@
 
 It renders a template into a new folder (the skeleton: build file, tests, lint config, AGENTS.md), makes
 it a git repository with one commit, then gives the agent the description with a scaffolding prompt and
-the template's check, through `agent run`'s own code path (headless.cmd_run), so the check loop, the
+the template's check, through `agent run`'s own code path (agent/task_run.py), so the check loop, the
 --json events, the exit codes and the session with its `--resume` are the same. When the check passes,
 the agent's work becomes the second commit.
 
@@ -627,7 +627,7 @@ class Report:
     tests: str = ""  # the folder the guard wants a test of the agent's in
 
     def lines(self) -> list[str]:
-        from agent.headless import _figures
+        from agent.task_run import figures
 
         lines = [f"new project: {self.folder} (template {self.template})"]
         changes = changes_since(self.folder, self.skeleton_sha)
@@ -649,8 +649,8 @@ class Report:
         lines.append(f"  commits: {commit_count(self.folder)}")
         lines += [f"    {entry}" for entry in log]
         if self.agent:
-            figures = _figures(self.run_summary) if self.run_summary else "no turns"
-            lines.append(f"  agent: {self.agent} · {figures} · {_duration(self.seconds)} in all")
+            run_figures = figures(self.run_summary) if self.run_summary else "no turns"
+            lines.append(f"  agent: {self.agent} · {run_figures} · {_duration(self.seconds)} in all")
         if self.error:
             lines.append(f"  stopped: {self.error}")
         if self.agent and self.exit_code != 0:
@@ -684,7 +684,7 @@ class Plan:
 
 def plan_project(args: argparse.Namespace, settings: Settings) -> Plan:
     """Everything that can be refused, refused before anything is written."""
-    from agent.headless import check_command_exists
+    from agent.taskfile import check_command_exists
 
     if not args.dir:
         raise ConfigError(
@@ -798,23 +798,45 @@ def _new(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _run_headless(args: argparse.Namespace, settings: Settings, report: Report, out: Output) -> None:
-    """The agent part, as `agent run TASK --workdir DIR` runs it: same loop, check loop, events, session."""
+    """The agent part, as `agent run TASK --workdir DIR` runs it (agent/task_run.py): the same session,
+    check loop, events and exit codes, its events shown as `agent run` shows them."""
     from agent.console import show_error
-    from agent.headless import cmd_run
+    from agent.headless import explain, print_json_error
+    from agent.redact import redact
+    from agent.task_run import EXIT, TaskRequest, run_task_blocking
 
-    run_args = argparse.Namespace(
-        task=str(report.task_file), workdir=str(report.folder), profile=args.profile, base_url=args.base_url,
-        max_turns=args.max_turns, approval=None, resume=None, actions=None, check_rounds=None,
-        tool_choice=None, json=args.json, quiet=False,
+    request = TaskRequest(
+        task=report.task_file, workdir=report.folder, profile=args.profile, base_url=args.base_url,
+        max_turns=args.max_turns,
+        auto_commit=False,  # on success `agent new` makes the second commit itself, with what was built
     )  # fmt: skip
     seen = RunObserver()
+
+    def emit(event: Event) -> None:
+        out.event(event)
+        seen(event)
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
     try:
-        # Auto-commit off: on success `agent new` makes the second commit itself, with what was built.
-        report.exit_code = cmd_run(run_args, settings.model_copy(update={"auto_commit": False}), observe=seen)
+        result = run_task_blocking(request, settings, emit, None if args.json else say)
     except AgentError as exc:  # the server did not start: the skeleton stays, the summary says so
-        if not args.json:
+        if args.json:
+            print_json_error(exc)
+        else:
             show_error(exc)
         report.exit_code, report.error = exc.exit_code, exc.what
+    else:
+        if result is None:
+            print("terminated", file=sys.stderr)
+            report.exit_code = EXIT["terminated"]
+        else:
+            report.exit_code = result.exit_code
+            if not args.json and result.outcome and result.outcome.final:
+                print(redact(result.outcome.final))
+            if not args.json:
+                explain(result)
     report.session_id = seen.session_id
     if seen.finished is not None:
         report.agent = seen.finished.outcome

@@ -137,7 +137,7 @@ def run_task(
 
 
 def _default_timeout(task_file: Path) -> float:
-    from agent.headless import load_task
+    from agent.taskfile import load_task
 
     limit = load_task(task_file).spec.time_limit
     return limit + SETUP_ALLOWANCE if limit else DEFAULT_TIMEOUT

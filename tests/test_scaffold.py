@@ -14,8 +14,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from agent.headless import load_task
 from agent.scaffold import derive_package_name, guarded_check
+from agent.taskfile import load_task
 from tests.scripted_server import ScriptedServer
 from tests.test_loop import git_repo
 

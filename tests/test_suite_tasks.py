@@ -31,7 +31,7 @@ from agent.events import (
     TurnStarted,
     UserMessage,
 )
-from agent.headless import Printer, check_command_exists, load_task
+from agent.headless import Printer
 from agent.suite import (
     TIMED_OUT,
     TaskResult,
@@ -45,6 +45,7 @@ from agent.suite import (
     run_suite,
     run_task,
 )
+from agent.taskfile import check_command_exists, load_task
 from agent.telemetry import TurnStats, summarise_turns
 from tests.scripted_server import ScriptedServer
 

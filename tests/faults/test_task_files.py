@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from agent.checks import run_check
 from agent.errors import ConfigError
-from agent.headless import load_task, parse_task
 from agent.llm import Endpoint, ModelClient
+from agent.taskfile import load_task, parse_task
 from tests.conftest import free_port
 from tests.scripted_server import ScriptedServer, _Handler
 from tests.test_headless import agent, call
