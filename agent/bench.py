@@ -32,7 +32,10 @@ from typing import Any
 
 from agent.config import state_dir
 from agent.connect import Connection
+from agent.events import Event, TurnStarted
+from agent.live_session import open_session
 from agent.llm import Completion, Endpoint, ModelClient
+from agent.loop import Agent, Limits
 from agent.telemetry import TelemetryLog, TurnStats, summarise_turns
 
 SCHEMA = "spec-agent.bench/1"
@@ -98,7 +101,7 @@ def whole_answers() -> Iterator[None]:
     stream ends without `timings`, and the tiny base model loops at temperature 0). ModelClient has no
     switch for it, so for the bench's requests its check interval is set out of reach.
     """
-    from agent import llm
+    from agent import llm  # (the module itself: its constant is set and restored)
 
     saved = llm.REPEAT_CHECK_EVERY
     llm.REPEAT_CHECK_EVERY = sys.maxsize
@@ -571,7 +574,7 @@ def write_files(out: Path, doc: dict[str, Any]) -> tuple[list[Path], str | None]
         import matplotlib  # noqa: F401
     except ImportError:
         return written, "charts need matplotlib: pip install 'spec-agent[bench]'"
-    from agent.bench_charts import draw_charts
+    from agent.bench_charts import draw_charts  # (lazy: matplotlib, only when charts are drawn)
 
     return written + draw_charts(doc, out), None
 
@@ -709,10 +712,6 @@ async def run_conversation(
     a request apart from the agent's.
     """
     import tempfile
-
-    from agent.events import Event, TurnStarted
-    from agent.live_session import open_session
-    from agent.loop import Agent, Limits
 
     endpoint = connection.endpoint
     starts: list[float] = []

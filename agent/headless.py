@@ -26,8 +26,10 @@ from pathlib import Path
 from agent.config import Settings
 from agent.errors import AgentError
 from agent.events import Event, ReasoningDelta, TextDelta
+from agent.lock import WorkspaceBusy
 from agent.redact import redact, redact_record
-from agent.task_run import EXIT, TaskRequest, TaskResult, figures, run_task_blocking
+from agent.task_run import EXIT, TaskRequest, TaskResult, run_task_blocking
+from agent.telemetry import summary_line
 
 
 class Printer:
@@ -97,15 +99,13 @@ def explain(result: TaskResult) -> None:
             lines += ["  " + ln for ln in check.output.strip().splitlines()[-15:]]
     if outcome and outcome.error:
         lines.append(f"stopped: {outcome.error}")
-    lines.append(f"{result.status} · {figures(result.summary)} · session {session_id}")
+    lines.append(f"{result.status} · {summary_line(result.summary)} · session {session_id}")
     lines.append(f"  agent stats {session_id}  |  agent run --resume {session_id}")
     print(redact("\n".join(lines)), file=sys.stderr)
 
 
 def print_json_error(exc: AgentError) -> None:
     """The error that ended a run before its session did, as the last JSON line (--json)."""
-    from agent.lock import WorkspaceBusy
-
     kind = (
         "busy"
         if isinstance(exc, WorkspaceBusy)

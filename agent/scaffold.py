@@ -34,9 +34,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agent.checks import run_check
 from agent.config import Settings, config_dir, describe_validation_error, state_dir
+from agent.console import show_error
 from agent.errors import AgentError, ConfigError
 from agent.events import CheckFinished, Event, Notice, SessionFinished, SessionStarted
+from agent.redact import redact
+from agent.taskfile import check_command_exists
+from agent.telemetry import summary_line
 
 BUILTIN_TEMPLATES = Path(__file__).parent / "templates"
 DEFAULT_TEMPLATE = "python-package"
@@ -465,7 +470,7 @@ def commit_skeleton(folder: Path, paths: list[str], subject: str, body: str) -> 
 
 def commit_agent_work(folder: Path, since: str, subject: str) -> str | None:
     """The agent's files (changed since the skeleton) as one commit; the notice, None if it changed none."""
-    from tools.git import Checkpoints, open_repo
+    from tools.git import Checkpoints, open_repo  # (lazy: GitPython, not for --list)
 
     repo = open_repo(folder)
     if repo is None:
@@ -483,7 +488,7 @@ def commit_subject(description: str) -> str:
 
 def changes_since(folder: Path, sha: str) -> list[str]:
     """'A path' / 'M path' / 'D path' for what differs from `sha` in the working tree (untracked too)."""
-    from tools.git import Checkpoints, open_repo
+    from tools.git import Checkpoints, open_repo  # (lazy: GitPython, not for --list)
 
     repo = open_repo(folder)
     if repo is None:
@@ -493,7 +498,7 @@ def changes_since(folder: Path, sha: str) -> list[str]:
 
 
 def branch_log(folder: Path, limit: int = 5) -> list[str]:
-    from tools.git import open_repo
+    from tools.git import open_repo  # (lazy: GitPython, not for --list)
 
     repo = open_repo(folder)
     if repo is None or not repo.head.is_valid():
@@ -502,7 +507,7 @@ def branch_log(folder: Path, limit: int = 5) -> list[str]:
 
 
 def commit_count(folder: Path) -> int:
-    from tools.git import open_repo
+    from tools.git import open_repo  # (lazy: GitPython, not for --list)
 
     repo = open_repo(folder)
     return int(repo.git.rev_list("--count", "HEAD")) if repo is not None and repo.head.is_valid() else 0
@@ -573,7 +578,7 @@ class Output:
     """Progress lines for people on stderr, or `agent run`'s notice events with --json."""
 
     def __init__(self, json_lines: bool) -> None:
-        from agent.headless import Printer
+        from agent.headless import Printer  # (lazy: agent run's front end and the session core behind it)
 
         self.json_lines = json_lines
         self.printer = Printer(json_lines, quiet=False)
@@ -627,8 +632,6 @@ class Report:
     tests: str = ""  # the folder the guard wants a test of the agent's in
 
     def lines(self) -> list[str]:
-        from agent.task_run import figures
-
         lines = [f"new project: {self.folder} (template {self.template})"]
         changes = changes_since(self.folder, self.skeleton_sha)
         since = f"; since then (A added, M changed, D deleted): {len(changes)}" if changes else ""
@@ -649,7 +652,7 @@ class Report:
         lines.append(f"  commits: {commit_count(self.folder)}")
         lines += [f"    {entry}" for entry in log]
         if self.agent:
-            run_figures = figures(self.run_summary) if self.run_summary else "no turns"
+            run_figures = summary_line(self.run_summary) if self.run_summary else "no turns"
             lines.append(f"  agent: {self.agent} · {run_figures} · {_duration(self.seconds)} in all")
         if self.error:
             lines.append(f"  stopped: {self.error}")
@@ -684,8 +687,6 @@ class Plan:
 
 def plan_project(args: argparse.Namespace, settings: Settings) -> Plan:
     """Everything that can be refused, refused before anything is written."""
-    from agent.taskfile import check_command_exists
-
     if not args.dir:
         raise ConfigError(
             "give the new project's folder", fix='agent new DIR "what to build"  |  agent new --list'
@@ -718,7 +719,7 @@ def plan_project(args: argparse.Namespace, settings: Settings) -> Plan:
     check_folder(folder, args.force)
     check_command_exists(skeleton.check, Path.cwd())
     if not args.no_agent:
-        from agent.connect import resolve_profile
+        from agent.connect import resolve_profile  # (lazy: the server layer, only with an agent part)
 
         resolve_profile(settings, args.profile, args.base_url, folder)
     return Plan(folder, template, values, skeleton, notes)
@@ -732,8 +733,6 @@ def cmd_new(args: argparse.Namespace, settings: Settings) -> int:
         return _new(args, settings)
     except AgentError as exc:
         if args.json:
-            from agent.redact import redact
-
             print(
                 json.dumps({"type": "error", "error": "config", "message": redact(str(exc)), "fatal": True}),
                 flush=True,
@@ -763,8 +762,6 @@ def _new(args: argparse.Namespace, settings: Settings) -> int:
     report = Report(folder, plan.template.name, written, sha)
 
     if args.no_agent:
-        from agent.checks import run_check
-
         result = asyncio.run(run_check(skeleton.check, folder))
         out.event(
             CheckFinished(1, result.command, result.passed, result.exit_code, result.output, result.seconds)
@@ -800,9 +797,8 @@ def _new(args: argparse.Namespace, settings: Settings) -> int:
 def _run_headless(args: argparse.Namespace, settings: Settings, report: Report, out: Output) -> None:
     """The agent part, as `agent run TASK --workdir DIR` runs it (agent/task_run.py): the same session,
     check loop, events and exit codes, its events shown as `agent run` shows them."""
-    from agent.console import show_error
+    # (lazy, like the TUI below: the session core and the model client, only when the agent works)
     from agent.headless import explain, print_json_error
-    from agent.redact import redact
     from agent.task_run import EXIT, TaskRequest, run_task_blocking
 
     request = TaskRequest(
@@ -858,7 +854,7 @@ def _in_tui(
 ) -> int:
     """The agent part in the TUI: the task waits in the prompt (Enter sends it); once the session is
     left, the check runs, and when it passes the work is committed."""
-    from agent.tui.session import InteractiveSession, SessionOptions
+    from agent.tui.session import InteractiveSession, SessionOptions  # (lazy: Textual, only with --tui)
 
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         raise ConfigError("--tui needs a terminal", fix="Leave out --tui to build the project headless.")
@@ -880,8 +876,6 @@ def after_interactive(
     session, report: Report, check: str, description: str, out: Output, started: float
 ) -> int:
     """Once the TUI is left: the check, the commit when it passes, the summary. Exit 0: it passed."""
-    from agent.checks import run_check
-
     report.session_id = session.session_id
     report.agent = "completed" if session.outcomes else "not started"
     if session.recorder is not None:
@@ -907,7 +901,7 @@ def new_project_app(session, task: str):
     """The TUI with the scaffolding task already in its prompt."""
     import inspect
 
-    from agent.tui.app import AgentApp
+    from agent.tui.app import AgentApp  # (lazy: Textual, only with --tui)
 
     class NewProjectApp(AgentApp):
         # Textual looks for a relative CSS_PATH next to the subclass's module: name AgentApp's own file.

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from agent.config import ApprovalMode, describe_validation_error
 from agent.errors import ConfigError
+from tools.mcp import parse_servers
 
 
 class SamplingOverrides(BaseModel):
@@ -60,8 +61,6 @@ class TaskSpec(BaseModel):
     @classmethod
     def _mcp_servers(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         if value is not None:
-            from tools.mcp import parse_servers
-
             parse_servers(value)  # a ValidationError here names the server and the field
         return value
 

@@ -30,6 +30,7 @@ from agent.server.lifecycle import log_tail
 from agent.server.profiles import ServerProfile
 from agent.session import SessionRecord, list_session_paths, load_session
 from agent.wiring import Workbench
+from tools.base import ToolError
 from tools.mcp import MCPServers
 
 
@@ -218,8 +219,6 @@ class InteractiveSession:
             raise AgentError(
                 "/undo needs a git repository", "This folder is not one, so no checkpoints exist."
             )
-        from tools.base import ToolError
-
         try:
             checkpoint, changed = self.workbench.checkpoints.undo()
         except ToolError as exc:

@@ -10,8 +10,12 @@ from typing import Any, Protocol
 from rich.syntax import Syntax
 from textual.widgets import Static
 
-from agent.config import state_dir
+from agent import trust
+from agent.config import load_settings, state_dir
 from agent.errors import AgentError
+from agent.server.profiles import get_profile, load_profiles
+from agent.session import load_session
+from agent.telemetry import summarise_turns
 from agent.tui import commands
 from agent.tui.confirm import Confirm
 from agent.tui.conversation import Conversation
@@ -74,8 +78,6 @@ async def _help(app: SlashHost, _arg: str) -> None:
 
 
 async def _profile(app: SlashHost, name: str) -> None:
-    from agent.server.profiles import get_profile, load_profiles
-
     if not name:
         current = app.session.profile.name if app.session.profile else "none"
         names = ", ".join(sorted(load_profiles(app.session.workspace)))
@@ -149,8 +151,6 @@ async def _diff(app: SlashHost, _arg: str) -> None:
 
 
 async def _stats(app: SlashHost, _arg: str) -> None:
-    from agent.telemetry import summarise_turns
-
     recorder = app.session.recorder
     s = summarise_turns(recorder.stats if recorder else [])
     if not s["turns"]:
@@ -188,8 +188,6 @@ async def _sessions(app: SlashHost, _arg: str) -> None:
 
 
 async def _resume(app: SlashHost, session_id: str) -> None:
-    from agent.session import load_session
-
     if not session_id:
         await _sessions(app, "")
         return
@@ -201,9 +199,6 @@ async def _resume(app: SlashHost, session_id: str) -> None:
 
 
 async def _trust(app: SlashHost, _arg: str) -> None:
-    from agent import trust
-    from agent.config import load_settings
-
     session = app.session
     if by := trust.trusted_by(session.workspace):
         await app.conversation.notice(f"this folder is trusted already (through {by})")
