@@ -25,6 +25,9 @@ from agent.session import SessionRecord, load_session
 from agent.task_run import RESUME_PROMPT
 from tests.scripted_server import ScriptedServer
 
+# A 300-turn session shared by every test here: minutes on 2 cores.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 300
 STEP = re.compile(r"step[ _](\d+)")
