@@ -132,18 +132,10 @@ async def open_session(
             emit(event)
 
         attached = (profile.base_url or "") if profile.name == "attach" else ""
-        emit_recorded(
-            SessionStarted(
-                session_id,
-                profile.name,
-                model,
-                str(workspace),
-                task[:500],
-                bool(resume),
-                options or {},
-                attached,
-            )
+        started_event = SessionStarted(
+            session_id, profile.name, model, str(workspace), task[:500], bool(resume), options or {}, attached
         )
+        emit_recorded(started_event)
         for note in connection.notes:
             emit_recorded(Notice(note))
         if draft_off := connection.draft_off_event():
@@ -151,27 +143,30 @@ async def open_session(
         if trust_notice and (ignored := untrusted_notice(workspace)):
             emit_recorded(Notice(ignored))
         workbench = workbench or Workbench(workspace)
-        owns_mcp = mcp is None
+        live: LiveSession | None = None
         if mcp is None:
             mcp = await start_mcp(configs, emit_recorded, state_dir() / "logs")
+            ours = mcp
+
+            async def close_mcp() -> None:
+                if live is None or live.owns_mcp:
+                    await ours.close()
+
+            stack.push_async_callback(close_mcp)
+            owns_mcp = True
+        else:
+            owns_mcp = False
         if resume is not None:
             history = resumed_history(resume)
-        live = LiveSession(
-            session_id, profile, model, connection, client, recorder, workbench, mcp,
-            agent=None,  # type: ignore[arg-type]  (set just below: the agent is given the session's emit)
-            emit=emit_recorded, owns_mcp=owns_mcp,
-        )  # fmt: skip
-
-        async def close_mcp() -> None:
-            if live.owns_mcp:
-                await live.mcp.close()
-
-        stack.push_async_callback(close_mcp)
-        live.agent = await build_agent(
+        agent = await build_agent(
             settings, workbench, client, emit_recorded, approve=approve, approval=approval, limits=limits,
             tool_choice=tool_choice, extra_tools=mcp.tools, actions=actions,
             # the system prompt of now before a resumed history: the prefix the server caches
             history=[{"role": "system", "content": system_prompt(workspace, actions)}, *history] if history else None,
         )  # fmt: skip
-        live.agent.recover = draft_recovery(connection, emit_recorded)  # a draft failing: on without it
+        agent.recover = draft_recovery(connection, emit_recorded)  # a draft failing: on without it
+        live = LiveSession(
+            session_id, profile, model, connection, client, recorder, workbench, mcp, agent, emit_recorded,
+            owns_mcp=owns_mcp,
+        )  # fmt: skip
         yield live
