@@ -31,7 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from agent.config import state_dir
+from agent.connect import Connection
+from agent.events import Event, TurnStarted
+from agent.live_session import open_session
 from agent.llm import Completion, Endpoint, ModelClient
+from agent.loop import Agent, Limits
 from agent.telemetry import TelemetryLog, TurnStats, summarise_turns
 
 SCHEMA = "spec-agent.bench/1"
@@ -97,7 +101,7 @@ def whole_answers() -> Iterator[None]:
     stream ends without `timings`, and the tiny base model loops at temperature 0). ModelClient has no
     switch for it, so for the bench's requests its check interval is set out of reach.
     """
-    from agent import llm
+    from agent import llm  # (the module itself: its constant is set and restored)
 
     saved = llm.REPEAT_CHECK_EVERY
     llm.REPEAT_CHECK_EVERY = sys.maxsize
@@ -570,7 +574,7 @@ def write_files(out: Path, doc: dict[str, Any]) -> tuple[list[Path], str | None]
         import matplotlib  # noqa: F401
     except ImportError:
         return written, "charts need matplotlib: pip install 'spec-agent[bench]'"
-    from agent.bench_charts import draw_charts
+    from agent.bench_charts import draw_charts  # (lazy: matplotlib, only when charts are drawn)
 
     return written + draw_charts(doc, out), None
 
@@ -694,7 +698,7 @@ async def server_handling(
 
 async def run_conversation(
     settings,
-    endpoint: Endpoint,
+    connection: Connection,
     prompts: dict[str, str],
     tool_choice: str,
     max_turns: int,
@@ -709,53 +713,38 @@ async def run_conversation(
     """
     import tempfile
 
-    from agent.events import Event, SessionStarted, TurnStarted
-    from agent.loop import Agent, Limits
-    from agent.recorder import SessionRecorder
-    from agent.session import new_session_id
-    from agent.wiring import Workbench, build_agent
-
-    client = ModelClient(endpoint)
-    model = await client.model_name()
-    session_id = new_session_id()
-    recorder = SessionRecorder(state_dir(), session_id, endpoint.profile, model, endpoint.spec_mode)
+    endpoint = connection.endpoint
     starts: list[float] = []
     sent: list[list[dict]] = []  # each request's messages (compaction, if any, is left out)
     agent: Agent | None = None
 
-    def emit(event: Event) -> None:
+    def marks(event: Event) -> None:
         if isinstance(event, TurnStarted):
             starts.append(time.monotonic())
             sent.append([dict(m) for m in agent.messages] if agent else [])
-        recorder(event)
 
     tasks: list[tuple[float, list[float], float, list[TurnStats]]] = []
     costs: list[RequestCost] = []
-    try:
-        with tempfile.TemporaryDirectory(prefix="agent-bench-") as scratch:
-            workbench = Workbench(Path(scratch))
-            recorder(
-                SessionStarted(session_id, endpoint.profile, model, scratch, "agent bench --conversation")
-            )
-            agent = await build_agent(
-                settings, workbench, client, emit, approve=None, approval="full-auto",
-                limits=Limits(max_turns=max_turns), tool_choice=tool_choice, actions=actions,
-            )  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="agent-bench-") as scratch:
+        async with open_session(
+            settings, Path(scratch), connection.profile, marks, holder="agent bench --conversation",
+            approval="full-auto", limits=Limits(max_turns=max_turns), tool_choice=tool_choice,
+            actions=actions, task="agent bench --conversation", mcp_servers={}, connection=connection,
+        ) as live:  # fmt: skip
+            agent, recorder = live.agent, live.recorder
             for prompt in prompts.values():
                 began, before = time.monotonic(), len(recorder.stats)
                 starts.clear()
-                await agent.run(workbench.task_message(prompt, actions, agent.context))
+                await agent.run(live.workbench.task_message(prompt, actions, agent.context))
                 tasks.append((began, list(starts), time.monotonic(), recorder.stats[before:]))
             costs = request_costs(tasks)
             # the requests' own message lists, in order, for those that completed
             kept, i = [], 0
-            for _, marks, _, stats in tasks:
-                kept += sent[i : i + min(len(marks), len(stats))]
-                i += len(marks)
+            for _, request_marks, _, stats in tasks:
+                kept += sent[i : i + min(len(request_marks), len(stats))]
+                i += len(request_marks)
+            model = live.model
             tools = agent.actions.request_tools(agent.tools)
             for cost, messages in zip(costs, kept, strict=False):
                 cost.server_handling_s = await server_handling(endpoint, model, messages, tools, tool_choice)
-    finally:
-        recorder.close()
-        await client.close()
-    return session_id, recorder.stats, costs
+    return live.session_id, recorder.stats, costs

@@ -16,38 +16,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.errors import ConfigError
+from agent.paths import APP_NAME, PROJECT_CONFIG, cache_dir, config_dir, state_dir  # noqa: F401 (named here too)
+from agent.trust import is_trusted
 from tools.mcp import MCPServerConfig
 
-APP_NAME = "spec-agent"
-PROJECT_CONFIG = Path(".agent") / "config.toml"
-
 ApprovalMode = Literal["ask", "auto-edit", "full-auto", "read-only"]
-
-
-def _dir_from_env(var: str, default: str) -> Path:
-    value = os.environ.get(var)
-    return Path(os.path.expandvars(value)).expanduser() if value else Path(default)
-
-
-def state_dir() -> Path:
-    """Where running servers, their logs, sessions and telemetry are kept (AGENT_STATE_DIR)."""
-    import platformdirs
-
-    return _dir_from_env("AGENT_STATE_DIR", platformdirs.user_state_dir(APP_NAME))
-
-
-def cache_dir() -> Path:
-    """Where the built llama-server and the embedded model are kept (AGENT_CACHE_DIR)."""
-    import platformdirs
-
-    return _dir_from_env("AGENT_CACHE_DIR", platformdirs.user_cache_dir(APP_NAME))
-
-
-def config_dir() -> Path:
-    """Where the user's config.toml and their own profiles live (AGENT_CONFIG_DIR)."""
-    import platformdirs
-
-    return _dir_from_env("AGENT_CONFIG_DIR", platformdirs.user_config_dir(APP_NAME))
 
 
 class PermissionRules(BaseModel):
@@ -172,13 +145,10 @@ def load_settings(workspace: Path | None = None, overrides: dict[str, Any] | Non
     """Merge every source into one validated Settings."""
     merged: dict[str, Any] = {}
     files = [config_dir() / "config.toml"]
-    if workspace is not None:
-        from agent.trust import is_trusted
-
-        # A project's file could widen what the agent may do: it counts only once the user trusted
-        # the folder (agent/trust.py); front ends say it was ignored.
-        if is_trusted(workspace):
-            files.append(workspace / PROJECT_CONFIG)
+    # A project's file could widen what the agent may do: it counts only once the user trusted the
+    # folder (agent/trust.py); front ends say it was ignored.
+    if workspace is not None and is_trusted(workspace):
+        files.append(workspace / PROJECT_CONFIG)
     for path in files:
         if path.is_file():
             _merge(merged, _validated(str(path), _read_toml(path)))

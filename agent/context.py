@@ -10,14 +10,15 @@ prefix and history, so the server only processes the new instruction.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from agent.events import Compacted
-from agent.llm import Completion, ContextOverflow, LLMError
+from agent.events import Compacted, Event
+from agent.llm import Completion, ContextOverflow, LLMError, ModelClient
 from agent.toolcalls import repair_history
 
-if TYPE_CHECKING:
-    from agent.loop import Agent
+# Messages and a token limit in, the model's text out; raises ContextOverflow when they do not fit.
+Summarise = Callable[[list[dict[str, Any]], int], Awaitable[str]]
 
 CHARS_PER_TOKEN = 3.0  # deliberately pessimistic for code; the server's own count replaces it when known
 SUMMARY_INSTRUCTION = (
@@ -38,7 +39,23 @@ def _chars(message: dict[str, Any]) -> int:
     return size + 16  # role and template markup
 
 
+def summariser(client: ModelClient, tool_schemas: Callable[[], list[dict]]) -> Summarise:
+    """The model asked for text alone, with the session's own tools listed (so the cached prefix holds)."""
+
+    async def summarise(messages: list[dict[str, Any]], max_tokens: int) -> str:
+        completion: Completion | None = None
+        async for item in client.stream(messages, tool_schemas(), "none", max_tokens=max_tokens):
+            if isinstance(item, Completion):
+                completion = item
+        return completion.content.strip() if completion else ""
+
+    return summarise
+
+
 class ContextWindow:
+    """The budget of one session's history. It is given what compaction needs (a way to ask the model
+    for a summary, and where its `Compacted` event goes), not the agent whose history it holds."""
+
     def __init__(
         self,
         n_ctx: int,
@@ -47,7 +64,11 @@ class ContextWindow:
         threshold: float = 0.85,
         keep_turns: int = 2,
         prune_after: int = 2,
+        summarise: Summarise | None = None,
+        emit: Callable[[Event], None] | None = None,
     ) -> None:
+        self.summarise = summarise
+        self.emit = emit or (lambda _event: None)
         self.n_ctx = n_ctx
         self.reserve = min(reserve, n_ctx // 3)  # tokens kept free for the answer (max_tokens)
         self.tools_chars = tools_chars
@@ -102,15 +123,16 @@ class ContextWindow:
             return int(self.prefix_tokens + body)
         return int((self.tools_chars + _chars(messages[0])) / CHARS_PER_TOKEN + body)
 
-    async def fit(self, agent: Agent) -> None:
-        repair_history(agent.messages)
-        if self.estimate(agent.messages) > self.budget:
-            await self.compact(agent, reason="the next request would not fit the context")
+    async def fit(self, messages: list[dict[str, Any]]) -> None:
+        repair_history(messages)
+        if self.estimate(messages) > self.budget:
+            await self.compact(messages, reason="the next request would not fit the context")
 
-    async def compact(self, agent: Agent, reason: str, overflow: ContextOverflow | None = None) -> None:
-        """Shrink the history after the system prompt: prune old tool outputs, then summarise older
-        turns (keeping fewer verbatim if needed), then cut what is left of big outputs."""
-        messages = agent.messages
+    async def compact(
+        self, messages: list[dict[str, Any]], reason: str, overflow: ContextOverflow | None = None
+    ) -> None:
+        """Shrink the history after the system prompt, in place: prune old tool outputs, then summarise
+        older turns (keeping fewer verbatim if needed), then cut what is left of big outputs."""
         before = (
             overflow.n_prompt_tokens if overflow and overflow.n_prompt_tokens else self.estimate(messages)
         )
@@ -133,7 +155,7 @@ class ContextWindow:
             if cut <= 2:
                 continue  # at most one message before the tail: a summary of it would save nothing
             replaced = int(sum(_chars(m) for m in messages[1:cut]) / CHARS_PER_TOKEN)
-            summary = await self._summarise(agent, messages[:cut], max_tokens=max(32, replaced // 2))
+            summary = await self._summarise(messages[:cut], max_tokens=max(32, replaced // 2))
             latest_user = next((m for m in reversed(messages[1:cut]) if m.get("role") == "user"), None)
             content = (
                 f"<summary of the earlier conversation>\n{summary}\n</summary of the earlier conversation>"
@@ -163,7 +185,7 @@ class ContextWindow:
             body_after = sum(_chars(m) for m in messages[1:])
             after = max(0, before - int((body_before - body_after) / CHARS_PER_TOKEN))
             history = [dict(m) for m in messages[1:]]
-            agent.emit(Compacted(before, after, summarised, f"{reason} ({', '.join(steps)})", history))
+            self.emit(Compacted(before, after, summarised, f"{reason} ({', '.join(steps)})", history))
 
     def _prune(self, messages: list[dict[str, Any]]) -> int:
         assistant_indices = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
@@ -197,16 +219,15 @@ class ContextWindow:
             "the server with a larger context (--ctx-size, or ctx_size in the profile)."
         )
 
-    async def _summarise(self, agent: Agent, head: list[dict[str, Any]], max_tokens: int) -> str:
+    async def _summarise(self, head: list[dict[str, Any]], max_tokens: int) -> str:
         """Ask the model, with the same prefix and history (so the cache holds), for a summary no
         longer than half of what it replaces."""
         request = [*head, {"role": "user", "content": SUMMARY_INSTRUCTION}]
         limit = max(32, min(600, self.target // 4, max_tokens))
-        completion: Completion | None = None
+        if self.summarise is None:
+            raise AssertionError("a context window that compacts needs a way to summarise")
         try:
-            async for item in agent.client.stream(request, agent.tools.schemas(), "none", max_tokens=limit):
-                if isinstance(item, Completion):
-                    completion = item
+            text = await self.summarise(request, limit)
         except ContextOverflow:
             # The older part alone is too big to summarise: keep what the user asked and say the rest went.
             asks = [m["content"] for m in head if m.get("role") == "user"]
@@ -214,5 +235,4 @@ class ContextWindow:
                 "The earlier conversation was too long to summarise and was dropped. The user had asked:\n"
                 + "\n---\n".join(a[:1000] for a in asks[-2:])
             )
-        text = completion.content.strip() if completion else ""
         return text[: int(limit * CHARS_PER_TOKEN)] or "(the model gave no summary)"

@@ -133,13 +133,15 @@ class Agent:
         # one too; each shrinks the history or raises ContextTooSmall, so this cannot loop.
         for attempt in range(3):
             if self.context:
-                await self.context.fit(self)
+                await self.context.fit(self.messages)
             try:
                 return await self._stream()
             except ContextOverflow as overflow:
                 if attempt == 2 or not self.context:
                     raise
-                await self.context.compact(self, reason=f"the server said: {overflow}", overflow=overflow)
+                await self.context.compact(
+                    self.messages, reason=f"the server said: {overflow}", overflow=overflow
+                )
             except LLMError as failure:
                 if attempt or self.recover is None or not await self.recover(failure):
                     raise

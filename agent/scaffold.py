@@ -2,7 +2,7 @@
 
 It renders a template into a new folder (the skeleton: build file, tests, lint config, AGENTS.md), makes
 it a git repository with one commit, then gives the agent the description with a scaffolding prompt and
-the template's check, through `agent run`'s own code path (headless.cmd_run), so the check loop, the
+the template's check, through `agent run`'s own code path (agent/task_run.py), so the check loop, the
 --json events, the exit codes and the session with its `--resume` are the same. When the check passes,
 the agent's work becomes the second commit.
 
@@ -34,9 +34,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agent.checks import run_check
 from agent.config import Settings, config_dir, describe_validation_error, state_dir
+from agent.console import show_error
 from agent.errors import AgentError, ConfigError
 from agent.events import CheckFinished, Event, Notice, SessionFinished, SessionStarted
+from agent.redact import redact
+from agent.taskfile import check_command_exists
+from agent.telemetry import summary_line
 
 BUILTIN_TEMPLATES = Path(__file__).parent / "templates"
 DEFAULT_TEMPLATE = "python-package"
@@ -467,7 +472,7 @@ def commit_skeleton(folder: Path, paths: list[str], subject: str, body: str) -> 
 
 def commit_agent_work(folder: Path, since: str, subject: str) -> str | None:
     """The agent's files (changed since the skeleton) as one commit; the notice, None if it changed none."""
-    from tools.git import Checkpoints, open_repo
+    from tools.git import Checkpoints, open_repo  # (lazy: GitPython, not for --list)
 
     repo = open_repo(folder)
     if repo is None:
@@ -485,7 +490,7 @@ def commit_subject(description: str) -> str:
 
 def changes_since(folder: Path, sha: str) -> list[str]:
     """'A path' / 'M path' / 'D path' for what differs from `sha` in the working tree (untracked too)."""
-    from tools.git import Checkpoints, open_repo
+    from tools.git import Checkpoints, open_repo  # (lazy: GitPython, not for --list)
 
     repo = open_repo(folder)
     if repo is None:
@@ -495,7 +500,7 @@ def changes_since(folder: Path, sha: str) -> list[str]:
 
 
 def branch_log(folder: Path, limit: int = 5) -> list[str]:
-    from tools.git import open_repo
+    from tools.git import open_repo  # (lazy: GitPython, not for --list)
 
     repo = open_repo(folder)
     if repo is None or not repo.head.is_valid():
@@ -504,7 +509,7 @@ def branch_log(folder: Path, limit: int = 5) -> list[str]:
 
 
 def commit_count(folder: Path) -> int:
-    from tools.git import open_repo
+    from tools.git import open_repo  # (lazy: GitPython, not for --list)
 
     repo = open_repo(folder)
     return int(repo.git.rev_list("--count", "HEAD")) if repo is not None and repo.head.is_valid() else 0
@@ -575,7 +580,7 @@ class Output:
     """Progress lines for people on stderr, or `agent run`'s notice events with --json."""
 
     def __init__(self, json_lines: bool) -> None:
-        from agent.headless import Printer
+        from agent.headless import Printer  # (lazy: agent run's front end and the session core behind it)
 
         self.json_lines = json_lines
         self.printer = Printer(json_lines, quiet=False)
@@ -629,8 +634,6 @@ class Report:
     tests: str = ""  # the folder the guard wants a test of the agent's in
 
     def lines(self) -> list[str]:
-        from agent.headless import _figures
-
         lines = [f"new project: {self.folder} (template {self.template})"]
         changes = changes_since(self.folder, self.skeleton_sha)
         since = f"; since then (A added, M changed, D deleted): {len(changes)}" if changes else ""
@@ -651,8 +654,8 @@ class Report:
         lines.append(f"  commits: {commit_count(self.folder)}")
         lines += [f"    {entry}" for entry in log]
         if self.agent:
-            figures = _figures(self.run_summary) if self.run_summary else "no turns"
-            lines.append(f"  agent: {self.agent} · {figures} · {_duration(self.seconds)} in all")
+            run_figures = summary_line(self.run_summary) if self.run_summary else "no turns"
+            lines.append(f"  agent: {self.agent} · {run_figures} · {_duration(self.seconds)} in all")
         if self.error:
             lines.append(f"  stopped: {self.error}")
         if self.agent and self.exit_code != 0:
@@ -686,8 +689,6 @@ class Plan:
 
 def plan_project(args: argparse.Namespace, settings: Settings) -> Plan:
     """Everything that can be refused, refused before anything is written."""
-    from agent.headless import check_command_exists
-
     if not args.dir:
         raise ConfigError(
             "give the new project's folder", fix='agent new DIR "what to build"  |  agent new --list'
@@ -720,7 +721,7 @@ def plan_project(args: argparse.Namespace, settings: Settings) -> Plan:
     check_folder(folder, args.force)
     check_command_exists(skeleton.check, Path.cwd())
     if not args.no_agent:
-        from agent.connect import resolve_profile
+        from agent.connect import resolve_profile  # (lazy: the server layer, only with an agent part)
 
         resolve_profile(settings, args.profile, args.base_url, folder)
     return Plan(folder, template, values, skeleton, notes)
@@ -734,8 +735,6 @@ def cmd_new(args: argparse.Namespace, settings: Settings) -> int:
         return _new(args, settings)
     except AgentError as exc:
         if args.json:
-            from agent.redact import redact
-
             print(
                 json.dumps({"type": "error", "error": "config", "message": redact(str(exc)), "fatal": True}),
                 flush=True,
@@ -765,8 +764,6 @@ def _new(args: argparse.Namespace, settings: Settings) -> int:
     report = Report(folder, plan.template.name, written, sha)
 
     if args.no_agent:
-        from agent.checks import run_check
-
         result = asyncio.run(run_check(skeleton.check, folder))
         out.event(
             CheckFinished(1, result.command, result.passed, result.exit_code, result.output, result.seconds)
@@ -800,23 +797,44 @@ def _new(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _run_headless(args: argparse.Namespace, settings: Settings, report: Report, out: Output) -> None:
-    """The agent part, as `agent run TASK --workdir DIR` runs it: same loop, check loop, events, session."""
-    from agent.console import show_error
-    from agent.headless import cmd_run
+    """The agent part, as `agent run TASK --workdir DIR` runs it (agent/task_run.py): the same session,
+    check loop, events and exit codes, its events shown as `agent run` shows them."""
+    # (lazy, like the TUI below: the session core and the model client, only when the agent works)
+    from agent.headless import explain, print_json_error
+    from agent.task_run import EXIT, TaskRequest, run_task_blocking
 
-    run_args = argparse.Namespace(
-        task=str(report.task_file), workdir=str(report.folder), profile=args.profile, base_url=args.base_url,
-        max_turns=args.max_turns, approval=None, resume=None, actions=None, check_rounds=None,
-        tool_choice=None, json=args.json, quiet=False,
+    request = TaskRequest(
+        task=report.task_file, workdir=report.folder, profile=args.profile, base_url=args.base_url,
+        max_turns=args.max_turns,
+        auto_commit=False,  # on success `agent new` makes the second commit itself, with what was built
     )  # fmt: skip
     seen = RunObserver()
+
+    def emit(event: Event) -> None:
+        out.event(event)
+        seen(event)
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
     try:
-        # Auto-commit off: on success `agent new` makes the second commit itself, with what was built.
-        report.exit_code = cmd_run(run_args, settings.model_copy(update={"auto_commit": False}), observe=seen)
+        result = run_task_blocking(request, settings, emit, None if args.json else say)
     except AgentError as exc:  # the server did not start: the skeleton stays, the summary says so
-        if not args.json:
+        if args.json:
+            print_json_error(exc)
+        else:
             show_error(exc)
         report.exit_code, report.error = exc.exit_code, exc.what
+    else:
+        if result is None:
+            print("terminated", file=sys.stderr)
+            report.exit_code = EXIT["terminated"]
+        else:
+            report.exit_code = result.exit_code
+            if not args.json and result.outcome and result.outcome.final:
+                print(redact(result.outcome.final))
+            if not args.json:
+                explain(result)
     report.session_id = seen.session_id
     if seen.finished is not None:
         report.agent = seen.finished.outcome
@@ -838,7 +856,7 @@ def _in_tui(
 ) -> int:
     """The agent part in the TUI: the task waits in the prompt (Enter sends it); once the session is
     left, the check runs, and when it passes the work is committed."""
-    from agent.tui.session import InteractiveSession, SessionOptions
+    from agent.tui.session import InteractiveSession, SessionOptions  # (lazy: Textual, only with --tui)
 
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         raise ConfigError("--tui needs a terminal", fix="Leave out --tui to build the project headless.")
@@ -860,8 +878,6 @@ def after_interactive(
     session, report: Report, check: str, description: str, out: Output, started: float
 ) -> int:
     """Once the TUI is left: the check, the commit when it passes, the summary. Exit 0: it passed."""
-    from agent.checks import run_check
-
     report.session_id = session.session_id
     report.agent = "completed" if session.outcomes else "not started"
     if session.recorder is not None:
@@ -887,7 +903,7 @@ def new_project_app(session, task: str):
     """The TUI with the scaffolding task already in its prompt."""
     import inspect
 
-    from agent.tui.app import AgentApp
+    from agent.tui.app import AgentApp  # (lazy: Textual, only with --tui)
 
     class NewProjectApp(AgentApp):
         # Textual looks for a relative CSS_PATH next to the subclass's module: name AgentApp's own file.

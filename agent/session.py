@@ -20,7 +20,6 @@ from typing import Any
 from agent.errors import AgentError
 from agent.events import Event, ReasoningDelta, TextDelta
 from agent.redact import redact_record
-from agent.toolcalls import repair_history
 
 SKIPPED = (TextDelta, ReasoningDelta)
 INTERRUPTED_WHILE_RUNNING = (
@@ -141,7 +140,8 @@ class SessionRecord:
         A call that was allowed to run but has no result was stopped while it ran (kill -9, SIGTERM):
         the model is told it may have taken effect, not that it never ran, since a write in a thread
         or a command may have finished (or half finished) before the agent died. A call that never got
-        to run is left to the history repair ("not run: interrupted")."""
+        to run is left to the history repair ("not run: interrupted", toolcalls.repair_history, which
+        the session core applies: agent/live_session.py's `resumed_history`)."""
         messages: list[dict[str, Any]] = []
         calls: set[str] = set()  # ids of native tool calls in the history; block actions have none
         running: dict[str, str] = {}  # allowed to run, no result yet: call id -> tool name
@@ -179,7 +179,6 @@ class SessionRecord:
             elif kind == "compaction":
                 messages = [dict(m) for m in event.get("history", [])]
         stopped_while_running()
-        repair_history(messages)
         return messages
 
 

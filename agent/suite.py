@@ -40,6 +40,7 @@ from typing import Any
 from agent.config import cache_dir
 from agent.errors import AgentError, ConfigError
 from agent.redact import redact_record
+from agent.taskfile import load_task
 from agent.telemetry import TurnStats, summarise_turns
 
 TIMED_OUT = 124  # the exit code a task gets when the suite stopped it (as timeout(1) does)
@@ -303,8 +304,6 @@ def run_task(
 
 
 def _default_timeout(task_file: Path) -> float:
-    from agent.headless import load_task
-
     limit = load_task(task_file).spec.time_limit
     return limit + SETUP_ALLOWANCE if limit else DEFAULT_TIMEOUT
 

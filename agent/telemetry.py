@@ -228,3 +228,15 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
             except ValueError:
                 continue
     return records
+
+
+def summary_line(summary: dict[str, Any]) -> str:
+    """A run's figures on one line: turns, median generation speed, draft acceptance, cache reuse."""
+    parts = [f"{summary['turns']} turn{'s' if summary['turns'] != 1 else ''}"]
+    if summary.get("median_gen_tok_s"):
+        parts.append(f"{summary['median_gen_tok_s']:.0f} tok/s gen (median)")
+    if summary.get("acceptance") is not None:
+        parts.append(f"draft {summary['acceptance']:.0%}")
+    if summary.get("cache_reuse") is not None:
+        parts.append(f"cache {summary['cache_reuse']:.0%}")
+    return " · ".join(parts)

@@ -19,8 +19,8 @@ import sys
 import tomllib
 from pathlib import Path
 
-from agent.config import PROJECT_CONFIG, config_dir
 from agent.errors import ConfigError
+from agent.paths import PROJECT_CONFIG, config_dir
 
 TRUST_FILE = "trust.toml"
 PROJECT_PROFILES = Path(".agent") / "profiles"

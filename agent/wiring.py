@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from agent.actions import ActionsMode, fence_for, make_actions
 from agent.blocks import parse_answer
 from agent.config import Settings
-from agent.context import CHARS_PER_TOKEN, ContextWindow
+from agent.context import CHARS_PER_TOKEN, ContextWindow, summariser
 from agent.errors import ConfigError
 from agent.events import Event, Notice
 from agent.llm import ModelClient
@@ -243,7 +243,10 @@ async def build_agent(
     for path in shown_in_history(history or [], workbench.workspace):
         mark_shown_whole(workbench.tool_state, path)
     protocol = make_actions(actions, workbench.workspace)
-    context = ContextWindow(n_ctx, reserve, tools_chars=len(json.dumps(protocol.request_tools(tools))))
+    context = ContextWindow(
+        n_ctx, reserve, tools_chars=len(json.dumps(protocol.request_tools(tools))),
+        summarise=summariser(client, tools.schemas), emit=emit,
+    )  # fmt: skip
     return Agent(
         client=client,
         tools=tools,

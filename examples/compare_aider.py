@@ -37,8 +37,8 @@ from typing import Any
 
 from agent import suite
 from agent.checks import run_check
-from agent.headless import Task, load_task
 from agent.server.lifecycle import openai_base_url
+from agent.taskfile import Task, load_task
 
 AIDER_VERSION = "0.86.2"
 AGENT_ARGS = ["--actions", "blocks"]  # after --base-url URL: the coder profile's protocol

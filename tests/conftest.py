@@ -23,6 +23,13 @@ FIXTURES = Path(__file__).parent / "fixtures"
 AGENT_ENV = ("AGENT_PROFILE", "AGENT_BASE_URL", "AGENT_API_KEY", "AGENT_MODELS_DIR", "LLAMA_SERVER_BIN")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that starts the real llama-server is slow too: `pytest -m "not slow"` is the fast tier."""
+    for item in items:
+        if item.get_closest_marker("server"):
+            item.add_marker(pytest.mark.slow)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

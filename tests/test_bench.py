@@ -259,6 +259,7 @@ def two_scripted_profiles(isolated_state):
         yield base, spec
 
 
+@pytest.mark.slow
 def test_bench_out_writes_results_csv_and_charts(two_scripted_profiles, tmp_path, capsys):
     base, _ = two_scripted_profiles
     out = tmp_path / "out"
@@ -326,12 +327,14 @@ def test_bench_out_writes_results_csv_and_charts(two_scripted_profiles, tmp_path
     assert "2.50×" in speed_svg  # the ratio labels are drawn (as text in the SVG)
 
 
+@pytest.mark.slow
 def test_bench_json_without_temperature_zero_has_no_identity(two_scripted_profiles, capsys):
     assert main(["bench", "base", "spec", "--no-warmup", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["identity"] is None and doc["warmup"] == [] and len(doc["requests"]) == 6
 
 
+@pytest.mark.slow
 def test_bench_tasks_runs_one_task_and_writes_its_result(isolated_state, tmp_path, capsys):
     tasks = Path(__file__).resolve().parents[1] / "examples" / "tasks"
     script = [
@@ -367,6 +370,7 @@ def test_suite_line_sums_a_profiles_tasks():
     )
 
 
+@pytest.mark.slow
 def test_a_looping_answer_is_read_whole_by_the_bench(isolated_state, capsys):
     # The agent's client cuts an answer that repeats itself; the bench must not (the seed reads whole
     # answers, and a cut stream has no timings): 3000 characters of one repeated line come back whole.

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from agent.checks import OUTPUT_LIMIT, cap_output, run_check
 from tests.scripted_server import ScriptedServer
 from tests.test_headless import agent, call, task_file
@@ -18,6 +20,7 @@ RIGHT = {"tool_calls": [call("write_file", path="add.py", content="def add(a, b)
 CHECK = f"{sys.executable} -c 'from add import add; assert add(2, 3) == 5, add(2, 3)'"
 
 
+@pytest.mark.slow
 def test_a_failed_check_goes_back_to_the_model_and_its_fix_passes(tmp_path):
     task = task_file(tmp_path, "Write add.py.", approval="full-auto", check=CHECK)
     script = [WRONG, {"content": "Done."}, RIGHT, {"content": "Fixed it."}]
@@ -34,6 +37,7 @@ def test_a_failed_check_goes_back_to_the_model_and_its_fix_passes(tmp_path):
     assert events[-1]["summary"]["check"]["passed"] is True
 
 
+@pytest.mark.slow
 def test_check_rounds_bound_the_retries_and_the_exit_code_follows_the_last_check(tmp_path):
     task = task_file(tmp_path, "Write add.py.", approval="full-auto", check=CHECK, check_rounds=1)
     with ScriptedServer([WRONG], default={"content": "Done."}) as server:
@@ -43,6 +47,7 @@ def test_check_rounds_bound_the_retries_and_the_exit_code_follows_the_last_check
     assert len(checks) == 2  # the first try and one round of feedback
 
 
+@pytest.mark.slow
 def test_no_check_rounds_means_no_feedback(tmp_path):
     task = task_file(tmp_path, "Write add.py.", approval="full-auto", check=CHECK)
     with ScriptedServer([WRONG], default={"content": "Done."}) as server:
@@ -53,6 +58,7 @@ def test_no_check_rounds_means_no_feedback(tmp_path):
     assert result.returncode == 1
 
 
+@pytest.mark.slow
 async def test_a_hanging_check_times_out_and_its_whole_process_group_is_killed(tmp_path):
     pid_file = tmp_path / "child.pid"
     result = await run_check(f"sleep 60 & echo $! > {pid_file}; wait", tmp_path, timeout=1)
@@ -87,6 +93,7 @@ def _alive(pid: int) -> bool:
     return bool(state.strip()) and not state.strip().startswith("Z")  # zombies are dead (FACTS.md)
 
 
+@pytest.mark.slow
 def test_in_blocks_mode_a_failed_check_shows_the_changed_files_and_the_format_again(tmp_path):
     task = task_file(tmp_path, "Write add.py.", approval="full-auto", check=CHECK, check_rounds=1)
     wrong = {"content": "add.py\n```python\ndef add(a, b):\n    return a - b\n```"}

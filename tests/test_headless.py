@@ -44,6 +44,7 @@ HELLO = [
 CHECK = f'{sys.executable} hello.py | grep -q "Hello, world!"'
 
 
+@pytest.mark.slow
 def test_a_task_that_passes_its_check_exits_0_with_the_answer_on_stdout(tmp_path):
     work = tmp_path / "work"
     task = task_file(tmp_path, "Create hello.py.", approval="full-auto", check=CHECK, workdir="work")
@@ -55,6 +56,7 @@ def test_a_task_that_passes_its_check_exits_0_with_the_answer_on_stdout(tmp_path
     assert "check `" in result.stderr and "passed" in result.stderr  # progress and verdict on stderr
 
 
+@pytest.mark.slow
 def test_a_check_that_is_a_whole_script_is_shown_by_its_first_line(tmp_path):
     # The README's first task checks with a hidden heredoc script: it was printed whole, twice.
     script = f"{sys.executable} - <<'HIDDEN'\nimport subprocess\nassert b'Hello' in subprocess.check_output(['{sys.executable}', 'hello.py'])\nHIDDEN"
@@ -66,6 +68,7 @@ def test_a_check_that_is_a_whole_script_is_shown_by_its_first_line(tmp_path):
     assert "import subprocess" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_failing_check_exits_1(tmp_path):
     task = task_file(tmp_path, "Create hello.py.", approval="full-auto", check="false")
     with ScriptedServer(HELLO) as server:
@@ -74,6 +77,7 @@ def test_a_failing_check_exits_1(tmp_path):
     assert "failed (exit 1)" in result.stderr
 
 
+@pytest.mark.slow
 def test_hitting_the_turn_limit_exits_3(tmp_path):
     task = task_file(tmp_path, "Loop forever.", approval="full-auto")
     with ScriptedServer(default={"tool_calls": [call("list_files")]}) as server:
@@ -85,6 +89,7 @@ def test_hitting_the_turn_limit_exits_3(tmp_path):
     assert len(server.requests) == 2
 
 
+@pytest.mark.slow
 def test_a_time_limit_exits_3(tmp_path):
     task = task_file(tmp_path, "Be slow.", approval="full-auto", time_limit="1s")
     with ScriptedServer(default={"tool_calls": [call("bash", command="sleep 5")]}) as server:
@@ -94,6 +99,7 @@ def test_a_time_limit_exits_3(tmp_path):
     assert "time limit" in result.stderr
 
 
+@pytest.mark.slow
 def test_json_output_is_one_event_per_line_matching_the_documented_schema(tmp_path):
     task = task_file(tmp_path, "Create hello.py.", approval="full-auto", check=CHECK)
     with ScriptedServer(HELLO) as server:
@@ -111,6 +117,7 @@ def test_json_output_is_one_event_per_line_matching_the_documented_schema(tmp_pa
     assert finished["summary"]["exit_code"] == 0 and finished["turns"] == 3
 
 
+@pytest.mark.slow
 def test_approvals_never_wait_in_a_headless_run(tmp_path):
     replies = [{"tool_calls": [call("bash", command="git push --force origin main")]}, {"content": "ok"}]
     task = task_file(tmp_path, "Push.", approval="full-auto")
@@ -123,6 +130,7 @@ def test_approvals_never_wait_in_a_headless_run(tmp_path):
     assert result.returncode == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "content, message",
     [
@@ -147,17 +155,20 @@ def test_bad_task_files_exit_2_with_a_clear_error(tmp_path, content, message):
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_an_unknown_profile_lists_the_known_ones(tmp_path):
     path = task_file(tmp_path, "Do it.", profile="gemma5")
     result = agent("run", str(path))
     assert "Known profiles:" in result.stderr and "tiny-ngram" in result.stderr
 
 
+@pytest.mark.slow
 def test_resuming_an_unknown_session_exits_2(tmp_path):
     result = agent("run", "--resume", "20990101-nope")
     assert result.returncode == 2 and "no session '20990101-nope'" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_context_too_small_for_the_prefix_is_a_clear_error_not_a_loop(tmp_path):
     task = task_file(tmp_path, "Do it.", approval="full-auto")
     with ScriptedServer(n_ctx=10) as server:
@@ -175,6 +186,7 @@ def events_of(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_every_run_is_a_session_with_a_transcript_and_telemetry(tmp_path, isolated_state):
     task = task_file(tmp_path, "Create hello.py.", approval="full-auto")
     with ScriptedServer(HELLO) as server:
@@ -189,6 +201,7 @@ def test_every_run_is_a_session_with_a_transcript_and_telemetry(tmp_path, isolat
     assert row["id"] == path.stem and row["outcome"] == "completed" and row["turns"] == 3
 
 
+@pytest.mark.slow
 def test_sigterm_during_a_run_leaves_a_consistent_transcript(tmp_path, isolated_state):
     marker = tmp_path / "started"
     replies = [{"tool_calls": [call("bash", command=f"touch {marker}; sleep 60")]}]
@@ -208,6 +221,7 @@ def test_sigterm_during_a_run_leaves_a_consistent_transcript(tmp_path, isolated_
     assert not subprocess.run(["pgrep", "-f", f"touch {marker}"], capture_output=True).stdout
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_continues_with_nothing_lost(tmp_path, isolated_state):
     marker = tmp_path / "started"
     first = [
@@ -265,6 +279,7 @@ def test_kill_9_then_resume_continues_with_nothing_lost(tmp_path, isolated_state
     }
 
 
+@pytest.mark.slow
 def test_a_truncated_last_line_is_tolerated_and_a_corrupt_middle_line_is_not(tmp_path, isolated_state):
     task = task_file(tmp_path, "Create hello.py.", approval="full-auto")
     with ScriptedServer(HELLO) as server:
@@ -282,6 +297,7 @@ def test_a_truncated_last_line_is_tolerated_and_a_corrupt_middle_line_is_not(tmp
     assert bad.returncode == 2 and f"session {path.stem} is corrupt at line 3" in bad.stderr
 
 
+@pytest.mark.slow
 def test_auto_commit_commits_the_changes_with_a_message_that_says_what_changed(tmp_path, isolated_state):
     work = tmp_path / "repo"
     work.mkdir()
@@ -306,6 +322,7 @@ def test_auto_commit_commits_the_changes_with_a_message_that_says_what_changed(t
     assert "checkpoints/00001" in refs  # the checkpoint before the first change, for /undo
 
 
+@pytest.mark.slow
 def test_a_server_that_does_not_answer_exits_4(tmp_path):
     from tests.conftest import free_port
 
@@ -320,6 +337,7 @@ def test_a_server_that_does_not_answer_exits_4(tmp_path):
 DEMO_MCP = str(REPO / "tests" / "mcp_servers" / "demo.py")
 
 
+@pytest.mark.slow
 def test_mcp_servers_from_the_front_matter_give_the_model_their_tools(tmp_path):
     front = {"approval": "full-auto", "mcp": {"demo": {"command": sys.executable, "args": [DEMO_MCP]}}}
     replies = [{"tool_calls": [call("mcp__demo__add", a=20, b=22)]}, {"content": "The sum is 42."}]
@@ -335,6 +353,7 @@ def test_mcp_servers_from_the_front_matter_give_the_model_their_tools(tmp_path):
     assert names[-4:] == ["mcp__demo__add", "mcp__demo__fail", "mcp__demo__shout", "mcp__demo__slow"]
 
 
+@pytest.mark.slow
 def test_an_mcp_server_that_does_not_start_is_named_and_the_run_goes_on(tmp_path):
     task = task_file(
         tmp_path, "Do it.", approval="full-auto", mcp={"gone": {"command": "/no/such/mcp-server"}}
@@ -345,6 +364,7 @@ def test_an_mcp_server_that_does_not_start_is_named_and_the_run_goes_on(tmp_path
     assert "MCP server gone did not start: FileNotFoundError" in result.stderr
 
 
+@pytest.mark.slow
 def test_an_invalid_mcp_server_in_the_front_matter_exits_2_naming_it(tmp_path):
     task = task_file(tmp_path, "Do it.", mcp={"both": {"command": "x", "url": "http://h/mcp"}})
     result = agent("run", str(task), "--workdir", str(tmp_path))

@@ -151,6 +151,7 @@ async def test_context_overflow_maps_to_its_type_with_token_counts():
     assert caught.value.n_ctx == 50 and caught.value.n_prompt_tokens > 50
 
 
+@pytest.mark.slow
 async def test_a_loading_server_is_waited_for():
     loading = {"status": 503, "error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
     with ScriptedServer([loading, loading, {"content": "ready now"}]) as server:
@@ -219,6 +220,7 @@ async def test_draft_counters_come_from_metrics_when_timings_lack_them():
     assert done.stats.acceptance == 0.75
 
 
+@pytest.mark.slow
 async def test_loading_forever_gives_up_as_loading_after_the_budget():
     loading = {"status": 503, "error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
     with ScriptedServer(default=loading) as server:

@@ -94,6 +94,7 @@ PLAN = [
 ]
 
 
+@pytest.mark.slow
 async def test_a_scripted_plan_creates_edits_and_tests_a_module_for_real(tmp_path):
     repo = git_repo(tmp_path / "proj")
     with ScriptedServer(PLAN) as server:
@@ -283,6 +284,7 @@ async def test_outside_git_the_agent_says_so_once_and_still_works(tmp_path):
     assert "git_status" not in [t["function"]["name"] for t in server.requests[0]["tools"]]
 
 
+@pytest.mark.slow
 async def test_interrupting_a_running_tool_kills_it_and_leaves_a_consistent_history(tmp_path):
     marker = tmp_path / "pid"
     replies = [{"tool_calls": [call("bash", command=f"echo $$ > {marker}; sleep 300"), call("list_files")]}]

@@ -172,6 +172,7 @@ def written_files(*roots: Path) -> dict[Path, str]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("json_mode", [True, False], ids=["json", "plain"])
 def test_no_planted_secret_reaches_any_file_or_output_of_a_run(tmp_path, monkeypatch, json_mode):
     planted = {

@@ -14,8 +14,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from agent.headless import load_task
 from agent.scaffold import commit_skeleton, derive_package_name, guarded_check
+from agent.taskfile import load_task
 from tests.scripted_server import ScriptedServer
 from tests.test_loop import git_repo
 
@@ -77,6 +77,7 @@ def user_template(name: str, files: dict[str, str], check: str = "true", descrip
 # ------------------------------------------------------------------------------ templates, --no-agent
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_every_template_renders_a_project_whose_own_check_passes_in_one_commit(
     tmp_path, git_identity, template
@@ -94,6 +95,7 @@ def test_every_template_renders_a_project_whose_own_check_passes_in_one_commit(
     assert author == "Test User <test@example.com>"  # the skeleton is the user's commit
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("template", ["python-package", "python-cli"])
 def test_the_python_templates_pass_their_own_lint_config(tmp_path, git_identity, template):
     agent("new", "lint-me", "A tool with a \"quoted\" description that is long enough to pass the line length limit",
@@ -104,6 +106,7 @@ def test_the_python_templates_pass_their_own_lint_config(tmp_path, git_identity,
     assert subprocess.run([*ruff, "format", "--check", "."], cwd=project, capture_output=True).returncode == 0
 
 
+@pytest.mark.slow
 def test_the_cli_template_is_a_command_its_test_runs_as_a_subprocess(tmp_path, git_identity):
     agent("new", "greeter", "--template", "python-cli", "--no-agent", cwd=tmp_path)
     project = tmp_path / "greeter"
@@ -115,6 +118,7 @@ def test_the_cli_template_is_a_command_its_test_runs_as_a_subprocess(tmp_path, g
     assert run.stdout.strip() == "greeter 0.1.0"
 
 
+@pytest.mark.slow
 def test_the_web_page_check_says_which_ran_and_fails_on_broken_html(tmp_path, git_identity):
     agent("new", "page", "--template", "web-page", "--no-agent", cwd=tmp_path)
     project = tmp_path / "page"
@@ -152,6 +156,7 @@ def test_list_shows_every_template_with_where_it_comes_from(tmp_path):
     assert "broken" in lines and "does not load" in lines and "descripton" in lines
 
 
+@pytest.mark.slow
 def test_a_users_template_renders_paths_and_contents_and_gets_an_agents_md(tmp_path, git_identity):
     user_template(
         "mine",
@@ -177,6 +182,7 @@ def test_a_users_template_renders_paths_and_contents_and_gets_an_agents_md(tmp_p
 # --------------------------------------------------------------------------------------- bad input
 
 
+@pytest.mark.slow
 def test_a_non_empty_folder_is_refused_and_left_as_it_was(tmp_path, git_identity):
     project = tmp_path / "busy"
     project.mkdir()
@@ -187,6 +193,7 @@ def test_a_non_empty_folder_is_refused_and_left_as_it_was(tmp_path, git_identity
     assert sorted(p.name for p in project.iterdir()) == ["notes.txt"]
 
 
+@pytest.mark.slow
 def test_with_force_a_file_in_the_way_is_kept_and_only_the_templates_files_are_committed(
     tmp_path, git_identity
 ):
@@ -236,6 +243,7 @@ def test_an_undefined_placeholder_is_named_before_anything_is_written(tmp_path, 
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 def test_a_name_that_is_not_a_package_name_gets_a_derived_one_and_says_so(tmp_path, git_identity):
     result = agent("new", "2 Fast-Tools!", "--template", "python-package", "--no-agent", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -265,6 +273,7 @@ def test_package_names_are_derived_valid_and_clear_of_keywords_and_the_standard_
     assert package.isidentifier()
 
 
+@pytest.mark.slow
 def test_without_git_on_path_nothing_is_written(tmp_path, git_identity):
     empty_bin = tmp_path / "bin"
     empty_bin.mkdir()
@@ -274,6 +283,7 @@ def test_without_git_on_path_nothing_is_written(tmp_path, git_identity):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 def test_git_without_a_name_or_email_commits_with_a_project_local_identity_and_says_so(
     tmp_path, git_identity
 ):
@@ -297,6 +307,7 @@ def test_a_description_is_needed_unless_there_is_no_agent(tmp_path, git_identity
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 def test_an_unknown_profile_is_refused_before_anything_is_written(tmp_path, git_identity):
     result = agent("new", "x", "build it", "-p", "gemma5", cwd=tmp_path)
     assert result.returncode == 2 and "unknown profile 'gemma5'" in result.stderr
@@ -309,6 +320,7 @@ SOLUTION = REPO / "examples" / "tasks" / "linked-list" / "solution"
 LINKED_LIST = "Write a Python doubly linked list module with 5 pytest tests."
 
 
+@pytest.mark.slow
 def test_the_scripted_model_builds_the_seeds_linked_list_and_git_holds_two_commits(tmp_path, git_identity):
     module = (SOLUTION / "linked_list.py").read_text()
     tests = (SOLUTION / "test_linked_list.py").read_text().replace("from linked_list", "from dll.linked_list")
@@ -340,6 +352,7 @@ def test_the_scripted_model_builds_the_seeds_linked_list_and_git_holds_two_commi
     assert "A src/dll/linked_list.py" in summary and "agent: completed · 4 turns" in summary
 
 
+@pytest.mark.slow
 def test_when_the_agent_hits_its_limit_the_skeleton_and_its_commit_stay(
     tmp_path, git_identity, isolated_state
 ):
@@ -358,6 +371,7 @@ def test_when_the_agent_hits_its_limit_the_skeleton_and_its_commit_stay(
     assert started["options"]["check"].startswith("python3 -m pytest -q && ")  # a resume keeps the check
 
 
+@pytest.mark.slow
 def test_when_the_check_still_fails_at_the_end_nothing_more_is_committed(tmp_path, git_identity):
     broken = call("write_file", path="tests/test_more.py", content="def test_more():\n    assert 1 == 2\n")
     with ScriptedServer([{"tool_calls": [broken]}], default={"content": "Done."}) as server:
@@ -370,6 +384,7 @@ def test_when_the_check_still_fails_at_the_end_nothing_more_is_committed(tmp_pat
     assert len(server.requests) == 5  # the work, then the first check and 3 rounds of feedback
 
 
+@pytest.mark.slow
 def test_when_the_server_is_not_there_the_skeleton_stays_and_the_task_can_be_run_later(
     tmp_path, git_identity
 ):
@@ -383,6 +398,7 @@ def test_when_the_server_is_not_there_the_skeleton_stays_and_the_task_can_be_run
     assert task.body.startswith("build it\n") and task.spec.approval == "full-auto"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "template, replies, feedback",
     [
@@ -440,6 +456,7 @@ def test_the_guard_shows_the_first_test_file_not_a_conftest_and_names_one_when_t
     assert "Write tests/test_it.py out whole" in said and "now reads" not in said
 
 
+@pytest.mark.slow
 def test_json_output_is_agent_runs_events_with_notices_for_the_skeleton(tmp_path, git_identity):
     test = "def test_notes():\n    assert True\n"
     replies = [
@@ -465,6 +482,7 @@ def test_json_output_is_agent_runs_events_with_notices_for_the_skeleton(tmp_path
 # --------------------------------------------------------------------------------------------- TUI
 
 
+@pytest.mark.slow
 async def test_with_tui_the_task_waits_in_the_prompt_and_after_it_the_check_decides_the_commit(
     tmp_path, git_identity, capsys
 ):

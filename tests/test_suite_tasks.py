@@ -31,7 +31,7 @@ from agent.events import (
     TurnStarted,
     UserMessage,
 )
-from agent.headless import Printer, check_command_exists, load_task
+from agent.headless import Printer
 from agent.suite import (
     TIMED_OUT,
     TaskResult,
@@ -45,6 +45,7 @@ from agent.suite import (
     run_suite,
     run_task,
 )
+from agent.taskfile import check_command_exists, load_task
 from agent.telemetry import TurnStats, summarise_turns
 from tests.scripted_server import ScriptedServer
 
@@ -117,6 +118,7 @@ def test_the_tasks_files_are_small(name):
     assert (TASKS[name] / "solution").is_dir()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SMALL_TASKS))
 def test_the_check_fails_on_the_starting_files_and_passes_with_the_solution(
     name, tmp_path, python3_with_pytest
@@ -130,6 +132,7 @@ def test_the_check_fails_on_the_starting_files_and_passes_with_the_solution(
     assert after.passed, f"the check fails with the reference solution:\n{after.output}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SMALL_TASKS))
 def test_an_empty_implementation_with_trivial_tests_fails_the_check(name, tmp_path, python3_with_pytest):
     task = TASKS[name]
@@ -139,6 +142,7 @@ def test_an_empty_implementation_with_trivial_tests_fails_the_check(name, tmp_pa
     assert result.exit_code not in (0, None), f"an empty implementation passes:\n{result.output}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SMALL_TASKS))
 def test_weakening_the_tests_instead_of_fixing_the_code_fails_the_check(name, tmp_path, python3_with_pytest):
     task = TASKS[name]
@@ -294,6 +298,7 @@ def test_format_table_has_a_column_group_per_label_and_the_solved_count():
     assert lines[-1].split("│")[1].strip() == "solved 1/2" and lines[-1].split("│")[2].strip() == "solved 1/1"
 
 
+@pytest.mark.slow
 def test_a_command_past_its_timeout_is_stopped_with_its_whole_group():
     # The shell ignores SIGTERM (and so does its child): only the SIGKILL after the grace ends them.
     command = ["bash", "-c", "trap '' TERM; sleep 60 & echo $!; wait"]
@@ -307,6 +312,7 @@ def test_a_command_past_its_timeout_is_stopped_with_its_whole_group():
     assert not Path(f"/proc/{child}").exists() or "Z" in _state(child), "the background child survived"
 
 
+@pytest.mark.slow
 def test_interrupting_the_suite_stops_the_running_task_with_its_whole_group(tmp_path):
     pid_file = tmp_path / "child.pid"
     runner = (
@@ -338,6 +344,7 @@ def write(path: str, content: str) -> dict:
     return {"tool_calls": [{"name": "write_file", "arguments": {"path": path, "content": content}}]}
 
 
+@pytest.mark.slow
 def test_run_suite_solves_hello_against_the_scripted_model_and_records_it(tmp_path):
     script = [write("hello.py", 'print("Hello, world!")\n'), {"content": "Created hello.py."}]
     seen = []
@@ -353,6 +360,7 @@ def test_run_suite_solves_hello_against_the_scripted_model_and_records_it(tmp_pa
     assert (tmp_path / "work" / "hello" / "hello.py").exists()
 
 
+@pytest.mark.slow
 def test_a_task_whose_check_keeps_failing_is_not_solved(tmp_path):
     script = [write("hello.py", 'print("Hello")\n'), {"content": "Done."}]
     with ScriptedServer(script, default={"content": "Done."}) as server:
@@ -362,6 +370,7 @@ def test_a_task_whose_check_keeps_failing_is_not_solved(tmp_path):
     assert result.checks >= 1 and result.error.startswith("check failed (exit 1)")
 
 
+@pytest.mark.slow
 def test_a_task_past_the_suite_timeout_is_stopped_and_reported(tmp_path):
     slow = {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 30"}}]}
     with ScriptedServer(default=slow) as server:

@@ -149,6 +149,7 @@ def trust_notices(events: list[dict]) -> list[str]:
     return [e["message"] for e in events if e["type"] == "notice" and "not a trusted folder" in e["message"]]
 
 
+@pytest.mark.slow
 def test_run_ignores_an_untrusted_projects_full_auto_and_rules_and_says_so_once(tmp_path):
     ws = project(tmp_path / "ws")
     with ScriptedServer(TOUCH) as server:
@@ -160,6 +161,7 @@ def test_run_ignores_an_untrusted_projects_full_auto_and_rules_and_says_so_once(
     assert not (ws / "ran.txt").exists()
 
 
+@pytest.mark.slow
 def test_run_applies_a_trusted_projects_config_read_from_the_workdir(tmp_path):
     ws = project(tmp_path / "ws")
     trust(ws)
@@ -169,6 +171,7 @@ def test_run_applies_a_trusted_projects_config_read_from_the_workdir(tmp_path):
     assert (ws / "ran.txt").exists()
 
 
+@pytest.mark.slow
 def test_run_reads_the_workdirs_config_not_the_current_folders(tmp_path):
     here = project(tmp_path / "here")
     trust(here)
@@ -179,6 +182,7 @@ def test_run_reads_the_workdirs_config_not_the_current_folders(tmp_path):
     assert not (work / "ran.txt").exists()  # here's full-auto did not apply to work
 
 
+@pytest.mark.slow
 def test_run_keeps_the_users_deny_rule_over_a_trusted_projects_full_auto(tmp_path, isolated_state):
     user_config(isolated_state, '[permissions]\ndeny = {bash = ["touch *"]}\n')
     ws = project(tmp_path / "ws")
@@ -189,6 +193,7 @@ def test_run_keeps_the_users_deny_rule_over_a_trusted_projects_full_auto(tmp_pat
     assert not result["ok"] and not (ws / "ran.txt").exists()
 
 
+@pytest.mark.slow
 def test_an_mcp_json_stdio_server_starts_only_when_the_project_is_trusted(tmp_path):
     marker = tmp_path / "mcp-started"
     command = f"touch '{marker}' && exec '{sys.executable}' '{DEMO}'"

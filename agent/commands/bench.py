@@ -448,7 +448,7 @@ def cmd_conversation(args: Namespace, settings: Settings, prompts: dict[str, str
         ):
             load_before = _load()
             session, stats, costs = asyncio.run(
-                run_conversation(settings, conn.endpoint, prompts, args.tool_choice, args.max_turns, actions)
+                run_conversation(settings, conn, prompts, args.tool_choice, args.max_turns, actions)
             )
         own = _ms([c.own_s for c in costs])
         mine = _ms([c.agent_s for c in costs])

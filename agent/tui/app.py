@@ -38,6 +38,9 @@ from agent.events import (
     TurnCompleted,
     TurnStarted,
 )
+from agent.server.profiles import load_profiles
+from agent.session import load_session
+from agent.telemetry import TurnStats
 from agent.trust import is_trusted, untrusted_notice
 from agent.tui import slash
 from agent.tui.approval_bar import ApprovalBar
@@ -179,8 +182,6 @@ class AgentApp(App):
         self.status.detail = f"{message.phase} {message.elapsed:.0f} s"
 
     def on_server_failed(self, message: ServerFailed) -> None:
-        from agent.server.profiles import load_profiles
-
         self.status.state, self.status.detail = "failed", message.error.what[:80]
         try:
             profiles = [
@@ -211,8 +212,6 @@ class AgentApp(App):
         for view in self.query(ServerStart):
             await view.remove()
         if resume:
-            from agent.session import load_session
-
             await self.show_recorded(load_session(state_dir(), self.session.session_id).events)
         self._notice_untrusted()
         if history:
@@ -226,8 +225,6 @@ class AgentApp(App):
 
     async def show_recorded(self, events: list[dict]) -> None:
         """A recorded session on screen: its conversation, and its turns in the status and speed panel."""
-        from agent.telemetry import TurnStats
-
         await self.conversation.clear()
         await self.conversation.replay(events)
         speed = self.query_one(SpeedPanel)

@@ -13,25 +13,24 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent.config import PROJECT_CONFIG, Settings, state_dir
-from agent.connect import Connection, connect, draft_recovery, resolve_profile
+from agent.connect import Connection, connect, resolve_profile
 from agent.errors import AgentError
-from agent.events import ErrorEvent, Event, Notice, SessionFinished, SessionStarted
-from agent.llm import ModelClient
+from agent.events import ErrorEvent, Event, Notice
+from agent.live_session import LiveSession, open_session
 from agent.lock import AgentLocks
 from agent.loop import Agent, Approver, Limits, Outcome
-from agent.prompt import system_prompt
 from agent.recorder import SessionRecorder
-from agent.redact import register_run
 from agent.server.lifecycle import log_tail
 from agent.server.profiles import ServerProfile
-from agent.session import SessionRecord, list_session_paths, load_session, new_session_id
-from agent.wiring import Workbench, build_agent, mcp_configs, start_mcp
+from agent.session import SessionRecord, list_session_paths, load_session
+from agent.wiring import Workbench
+from tools.base import ToolError
 from tools.mcp import MCPServers
 
 
@@ -64,7 +63,8 @@ class InteractiveSession:
     recorder: SessionRecorder | None = None
     outcomes: list[Outcome] = field(default_factory=list)
     _stack: ExitStack | None = None
-    _client: ModelClient | None = None
+    _session_stack: AsyncExitStack | None = None
+    _live: LiveSession | None = None
     _mcp: MCPServers | None = None
     _cancel_start: bool = False
     _tasks_done: int = 0
@@ -124,46 +124,34 @@ class InteractiveSession:
 
     # ------------------------------------------------------------------ the agent (async)
     async def open(self, resume: str | None = None, history: list[dict[str, Any]] | None = None) -> None:
-        """A client, a recorder and an agent on the connected server. `resume` continues a recorded
-        session; `history` carries a conversation over (a profile switch)."""
+        """A client, a recorder and an agent on the connected server (agent/live_session.py: the one way
+        every front end opens a session). `resume` continues a recorded session; `history` carries a
+        conversation over (a profile switch). The MCP servers live on across sessions on one server."""
         assert self.connection is not None and self.profile is not None
         record = load_session(state_dir(), resume) if resume else None
-        session_id = record.session_id if record else new_session_id()
-        self._hold_locks(session_id)  # a session open in another agent is refused, named
-        configs = mcp_configs(self.settings, self.workspace)
-        register_run(self.connection.endpoint.api_key, configs)  # before the first event is written
-        self._client = ModelClient(self.connection.endpoint)
-        model = await self._client.model_name()
-        self.session_id = session_id
-        self.recorder = SessionRecorder(
-            state_dir(), self.session_id, self.profile.name, model, self.profile.spec_label
-        )
-        self.emit(
-            SessionStarted(self.session_id, self.profile.name, model, str(self.workspace), "", bool(record))
-        )
-        for note in self.connection.notes:
-            self.emit(Notice(note))
-        if draft_off := self.connection.draft_off_event():
-            self.emit(draft_off)
-        if self._mcp is None:
-            self._mcp = await start_mcp(configs, self.emit, state_dir() / "logs")
-        if record is not None:
-            history = record.history()
-        actions = self.profile.actions
-        self.agent = await build_agent(
-            self.settings, self.workbench, self._client, self.emit, approve=self.approve,
+        if self._locks is None:
+            self._locks = AgentLocks(state_dir(), self.workspace, "agent (TUI)")
+        opening = open_session(
+            self.settings, self.workspace, self.profile, lambda event: self.emit_ui(event),
+            holder="agent (TUI)", approve=self.approve,
             approval=self.options.approval or (self.agent.permissions.mode if self.agent else None),
             limits=Limits(max_turns=self.options.max_turns or self.settings.max_turns),
-            history=[{"role": "system", "content": system_prompt(self.workspace, actions)}, *history] if history else None,
-            extra_tools=self._mcp.tools, actions=actions,
+            resume=record, history=history,
+            trust_notice=False,  # the app says it, once per run and after a resumed session's replay
+            workbench=self.workbench, connection=self.connection, locks=self._locks, mcp=self._mcp,
         )  # fmt: skip
-        self.agent.recover = draft_recovery(self.connection, self.emit)
-        self._tasks_done = 1 if history else 0
+        stack = AsyncExitStack()
+        live = await stack.enter_async_context(opening)
+        live.owns_mcp = False  # closed by `close`, unless another session on this server follows
+        self._live, self._session_stack, self._mcp = live, stack, live.mcp
+        self.session_id, self.recorder, self.agent = live.session_id, live.recorder, live.agent
+        self._tasks_done = 1 if len(live.agent.messages) > 1 else 0
 
     def emit(self, event: Event) -> None:
-        if self.recorder is not None:
-            self.recorder(event)
-        self.emit_ui(event)
+        if self._live is not None and not self._live.finished:
+            self._live.emit(event)
+        else:
+            self.emit_ui(event)
 
     async def ask(self, text: str) -> Outcome | None:
         """One user prompt, worked on until the model is done. Cancelling the task (Esc) interrupts
@@ -192,18 +180,16 @@ class InteractiveSession:
     async def close(self, keep_locks: bool = False) -> None:
         """End the recorded session and the MCP servers (the server itself: `disconnect`), and let go
         of the workspace unless another session follows at once (`keep_locks`)."""
-        if self.recorder is not None:
-            final = self.outcomes[-1].final if self.outcomes else ""
-            summary = self.recorder.summary()
-            self.emit(SessionFinished("completed", summary["turns"], final, summary))
-            self.recorder.close()
-            self.recorder = None
+        live, stack = self._live, self._session_stack
+        self._live = self._session_stack = None
+        self.recorder = None
+        if live is not None and not live.finished:
+            live.finish("completed", self.outcomes[-1].final if self.outcomes else "")
+        if stack is not None:
+            await stack.aclose()  # the client; the connection and the locks are this object's
         if self._mcp is not None:
             await self._mcp.close()
             self._mcp = None
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
         if not keep_locks:
             self._release_locks()
 
@@ -233,8 +219,6 @@ class InteractiveSession:
             raise AgentError(
                 "/undo needs a git repository", "This folder is not one, so no checkpoints exist."
             )
-        from tools.base import ToolError
-
         try:
             checkpoint, changed = self.workbench.checkpoints.undo()
         except ToolError as exc:

@@ -3,26 +3,57 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from rich.syntax import Syntax
 from textual.widgets import Static
 
-from agent.config import state_dir
+from agent import trust
+from agent.config import load_settings, state_dir
 from agent.errors import AgentError
+from agent.server.profiles import get_profile, load_profiles
+from agent.session import load_session
+from agent.telemetry import summarise_turns
 from agent.tui import commands
 from agent.tui.confirm import Confirm
+from agent.tui.conversation import Conversation
+from agent.tui.session import InteractiveSession
 
-if TYPE_CHECKING:
-    from agent.tui.app import AgentApp
+
+class SlashHost(Protocol):
+    """What the slash commands use of the app (AgentApp is one); they know nothing else of it."""
+
+    session: InteractiveSession
+
+    @property
+    def busy(self) -> bool: ...
+
+    @property
+    def conversation(self) -> Conversation: ...
+
+    def push_screen(self, screen: Any, callback: Callable[[Any], None]) -> Any: ...
+
+    def run_worker(self, work: Awaitable[None], *, group: str, exclusive: bool) -> Any: ...
+
+    async def show_recorded(self, events: list[dict]) -> None: ...
+
+    def refresh_figures(self) -> None: ...
+
+    def run_agent_job(self, job: Callable[[], Awaitable[Any]]) -> Any: ...
+
+    async def restart_server(self, profile: str | None = None) -> None: ...
+
+    async def quit_app(self) -> None: ...
+
 
 MODES = ("ask", "auto-edit", "full-auto", "read-only")
 NEEDS_AGENT = {"compact", "clear", "resume", "stats", "approval"}
 NOT_WHILE_BUSY = {"clear", "compact", "undo", "resume", "profile", "restart"}
 
 
-async def run(app: AgentApp, line: str) -> None:
+async def run(app: SlashHost, line: str) -> None:
     try:
         command, argument = commands.parse(line)
     except commands.UnknownCommand as exc:
@@ -42,13 +73,11 @@ async def run(app: AgentApp, line: str) -> None:
         await app.conversation.notice(str(exc), "error")
 
 
-async def _help(app: AgentApp, _arg: str) -> None:
+async def _help(app: SlashHost, _arg: str) -> None:
     await app.conversation.add(Static(commands.help_text(), classes="notice help"))
 
 
-async def _profile(app: AgentApp, name: str) -> None:
-    from agent.server.profiles import get_profile, load_profiles
-
+async def _profile(app: SlashHost, name: str) -> None:
     if not name:
         current = app.session.profile.name if app.session.profile else "none"
         names = ", ".join(sorted(load_profiles(app.session.workspace)))
@@ -68,7 +97,7 @@ async def _profile(app: AgentApp, name: str) -> None:
     )
 
 
-async def _restart(app: AgentApp, _arg: str) -> None:
+async def _restart(app: SlashHost, _arg: str) -> None:
     if app.session.profile and app.session.profile.kind == "attach":
         raise AgentError(
             "this session attached to a server it did not start",
@@ -77,7 +106,7 @@ async def _restart(app: AgentApp, _arg: str) -> None:
     await app.restart_server()
 
 
-async def _approval(app: AgentApp, mode: str) -> None:
+async def _approval(app: SlashHost, mode: str) -> None:
     permissions = app.session.agent.permissions
     if not mode:
         await app.conversation.notice(f"approval: {permissions.mode}. One of: {', '.join(MODES)}.")
@@ -85,33 +114,33 @@ async def _approval(app: AgentApp, mode: str) -> None:
     if mode not in MODES:
         raise AgentError(f"unknown approval mode '{mode}'", fix=f"One of: {', '.join(MODES)}.")
     permissions.mode = mode
-    app.status.approval = mode
+    app.refresh_figures()  # the status line shows the mode
     await app.conversation.notice(f"approval mode: {mode}")
 
 
-async def _clear(app: AgentApp, _arg: str) -> None:
+async def _clear(app: SlashHost, _arg: str) -> None:
     await app.session.restart_session()
     await app.show_recorded([])
     await app.conversation.notice(f"new session {app.session.session_id}")
     app.refresh_figures()
 
 
-async def _compact(app: AgentApp, _arg: str) -> None:
+async def _compact(app: SlashHost, _arg: str) -> None:
     agent = app.session.agent
     if agent.context is None or len(agent.messages) < 3:
         await app.conversation.notice("nothing to compact yet")
         return
-    app.run_agent_job(lambda: agent.context.compact(agent, reason="asked for with /compact"))
+    app.run_agent_job(lambda: agent.context.compact(agent.messages, reason="asked for with /compact"))
 
 
-async def _undo(app: AgentApp, _arg: str) -> None:
+async def _undo(app: SlashHost, _arg: str) -> None:
     label, changed = await asyncio.to_thread(app.session.undo)
     files = "\n".join(f"  {name}" for name in changed) or "  (no file differed)"
     await app.conversation.notice(f"restored the checkpoint taken {label}:\n{files}")
     app.refresh_figures()
 
 
-async def _diff(app: AgentApp, _arg: str) -> None:
+async def _diff(app: SlashHost, _arg: str) -> None:
     diff = await asyncio.to_thread(app.session.diff)
     if not diff.strip():
         await app.conversation.notice("no changes since the last checkpoint")
@@ -121,9 +150,7 @@ async def _diff(app: AgentApp, _arg: str) -> None:
     )
 
 
-async def _stats(app: AgentApp, _arg: str) -> None:
-    from agent.telemetry import summarise_turns
-
+async def _stats(app: SlashHost, _arg: str) -> None:
     recorder = app.session.recorder
     s = summarise_turns(recorder.stats if recorder else [])
     if not s["turns"]:
@@ -140,11 +167,11 @@ async def _stats(app: AgentApp, _arg: str) -> None:
     await app.conversation.notice("\n".join(lines))
 
 
-async def _mcp(app: AgentApp, _arg: str) -> None:
+async def _mcp(app: SlashHost, _arg: str) -> None:
     await app.conversation.notice("\n".join(app.session.mcp_status()))
 
 
-async def _sessions(app: AgentApp, _arg: str) -> None:
+async def _sessions(app: SlashHost, _arg: str) -> None:
     records = await asyncio.to_thread(app.session.recent_sessions)
     if not records:
         await app.conversation.notice("no recorded sessions in this folder yet")
@@ -160,9 +187,7 @@ async def _sessions(app: AgentApp, _arg: str) -> None:
     await app.conversation.notice("\n".join(lines))
 
 
-async def _resume(app: AgentApp, session_id: str) -> None:
-    from agent.session import load_session
-
+async def _resume(app: SlashHost, session_id: str) -> None:
     if not session_id:
         await _sessions(app, "")
         return
@@ -173,10 +198,7 @@ async def _resume(app: AgentApp, session_id: str) -> None:
     app.refresh_figures()
 
 
-async def _trust(app: AgentApp, _arg: str) -> None:
-    from agent import trust
-    from agent.config import load_settings
-
+async def _trust(app: SlashHost, _arg: str) -> None:
     session = app.session
     if by := trust.trusted_by(session.workspace):
         await app.conversation.notice(f"this folder is trusted already (through {by})")
@@ -197,7 +219,7 @@ async def _trust(app: AgentApp, _arg: str) -> None:
     await app.conversation.notice("\n".join(lines))
 
 
-async def _quit(app: AgentApp, _arg: str) -> None:
+async def _quit(app: SlashHost, _arg: str) -> None:
     await app.quit_app()
 
 

@@ -20,6 +20,7 @@ def trusted_project(tmp_path, isolated_state):
     trust(tmp_path)
 
 
+@pytest.mark.slow
 def test_add_list_and_remove(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["mcp", "add", "demo", "--", sys.executable, DEMO]) == 0
@@ -59,6 +60,7 @@ def write_servers(path: Path, servers: dict) -> None:
     (path / ".mcp.json").write_text(json.dumps({"mcpServers": servers}))
 
 
+@pytest.mark.slow
 def test_list_shows_the_keys_of_env_and_headers_never_their_values(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DEMO_TOKEN", "sk-expanded")
@@ -76,6 +78,7 @@ def test_list_shows_the_keys_of_env_and_headers_never_their_values(tmp_path, mon
     assert "hunter2" not in out and "sk-expanded" not in out and "Bearer" not in out
 
 
+@pytest.mark.slow
 def test_call_prints_text_and_structured_content(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     write_servers(tmp_path, {"demo": {"command": sys.executable, "args": [DEMO]}})
@@ -85,6 +88,7 @@ def test_call_prints_text_and_structured_content(tmp_path, monkeypatch, capsys):
     assert text == "5" and json.loads(structured) == {"result": 5}
 
 
+@pytest.mark.slow
 def test_call_exits_1_when_the_tool_reports_an_error(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     write_servers(tmp_path, {"demo": {"command": sys.executable, "args": [DEMO]}})
@@ -93,6 +97,7 @@ def test_call_exits_1_when_the_tool_reports_an_error(tmp_path, monkeypatch, caps
     assert "failed on purpose: disk full" in captured.out and "isError" in captured.err
 
 
+@pytest.mark.slow
 def test_call_exits_2_on_bad_input_naming_what_there_is(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     write_servers(tmp_path, {"demo": {"command": sys.executable, "args": [DEMO]}})
@@ -108,6 +113,7 @@ def test_call_exits_2_on_bad_input_naming_what_there_is(tmp_path, monkeypatch, c
     assert "must be a JSON object" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_call_over_http_with_a_header_from_the_environment(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DEMO_TOKEN", "sk-1")

@@ -48,6 +48,7 @@ def agent_edits(root: Path) -> None:
     (root / "old.py").unlink()
 
 
+@pytest.mark.slow
 def test_undo_with_yes_shows_the_plan_and_restores(work):
     agent_edits(work)
     result = agent("undo", "--yes", "--workdir", str(work))
@@ -65,6 +66,7 @@ def test_undo_with_yes_shows_the_plan_and_restores(work):
     assert Checkpoints(git.Repo(work)).list() == []
 
 
+@pytest.mark.slow
 def test_without_a_terminal_and_without_yes_nothing_changes(work):
     agent_edits(work)
     status = sh(work, "git", "status", "--porcelain")
@@ -76,6 +78,7 @@ def test_without_a_terminal_and_without_yes_nothing_changes(work):
     assert len(Checkpoints(git.Repo(work)).list()) == 1
 
 
+@pytest.mark.slow
 def test_on_a_terminal_it_asks(work):
     agent_edits(work)
     for answer, code in ((b"n\n", 1), (b"y\n", 0)):
@@ -88,6 +91,7 @@ def test_on_a_terminal_it_asks(work):
     assert (work / "a.py").read_text() == "a = 1\n"
 
 
+@pytest.mark.slow
 def test_no_checkpoint_and_no_repository_are_clear_errors(work, tmp_path):
     result = agent("undo", "--yes", "--workdir", str(work))
     assert result.returncode == 2 and "nothing to undo" in result.stderr and "Traceback" not in result.stderr
@@ -103,6 +107,7 @@ HELLO = [
 ]
 
 
+@pytest.mark.slow
 def test_agent_run_commits_only_its_files_and_undo_finds_its_session(work, tmp_path, isolated_state):
     (work / "a.py").write_text("a = 'the user was here'\n")
     (work / "old.py").write_text("staged by the user\n")

@@ -51,6 +51,7 @@ NEW = OLD.replace(b"line 0150000 of the file", b"LINE 150000, CHANGED")
 # ------------------------------------------------------------------------------------------- signals
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "SIGTERM"])
 @pytest.mark.parametrize("during", ["tool", "write", "model"])
 def test_the_agent_killed_or_terminated_mid_task_loses_nothing_and_resumes(
@@ -139,6 +140,7 @@ def test_the_agent_killed_or_terminated_mid_task_loses_nothing_and_resumes(
         assert answer["content"] == INTERRUPTED_WHILE_RUNNING.format(name=name)
 
 
+@pytest.mark.slow
 def test_sigterm_while_the_agent_is_still_starting_exits_143_and_stops_what_it_started(
     tmp_path, isolated_state
 ):
@@ -180,6 +182,7 @@ def _holder(ws: Path, server_url: str, tmp_path: Path) -> subprocess.Popen:
     return proc
 
 
+@pytest.mark.slow
 def test_a_second_agent_in_the_same_workspace_is_refused_naming_the_first(tmp_path, isolated_state):
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -230,6 +233,7 @@ def test_a_second_agent_in_the_same_workspace_is_refused_naming_the_first(tmp_pa
     assert not left_behind(marker)
 
 
+@pytest.mark.slow
 def test_agents_in_different_workspaces_run_side_by_side(tmp_path, isolated_state):
     ws, elsewhere = tmp_path / "ws", tmp_path / "elsewhere"
     ws.mkdir()
@@ -248,6 +252,7 @@ def test_agents_in_different_workspaces_run_side_by_side(tmp_path, isolated_stat
     assert result.stdout.strip() == "side by side"
 
 
+@pytest.mark.slow
 async def test_the_tui_is_refused_in_a_busy_workspace_and_refuses_a_second_agent(tmp_path, isolated_state):
     """The TUI takes the same lock: started where `agent run` works, it shows who holds the folder and
     starts no session; holding the folder itself, it makes `agent run` exit 5 naming the TUI's session."""

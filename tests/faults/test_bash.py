@@ -61,6 +61,7 @@ def kill_marked(marker: str) -> None:
 # ----------------------------------------------------------------------------------- runaway children
 
 
+@pytest.mark.slow
 async def test_runaway_children_grandchildren_and_a_setsid_escapee_all_end_at_the_timeout(ctx):
     marker = f"runaway-{uuid.uuid4().hex}"
     py = f'{sys.executable} -c "import time; time.sleep(300)" {marker}'
@@ -137,6 +138,7 @@ BOMB_RUNNER = textwrap.dedent(
 BOMB_ROOM = 150
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not LINUX, reason="RLIMIT_NPROC counts a user's processes on Linux")
 def test_a_fork_bomb_meets_the_process_limit_and_is_killed_at_the_timeout(tmp_path):
     """The kernel lets root past RLIMIT_NPROC, so under root the bomb itself runs as `nobody` (setpriv
@@ -308,6 +310,7 @@ def _agent_run_peak(tmp_path: Path, command: str, name: str) -> tuple[int, int, 
     return int(peak), int(code), events, transcript
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "darwin", reason="ru_maxrss is in bytes there")
 def test_100_mb_of_output_through_agent_run_keeps_the_agent_s_peak_memory_flat(tmp_path):
     small_peak, small_code, _, _ = _agent_run_peak(tmp_path, "echo small", "small")
@@ -343,6 +346,7 @@ def test_a_character_cut_by_the_output_cap_does_not_break_decoding():
     text.encode("utf-8")
 
 
+@pytest.mark.slow
 def test_invalid_utf8_reaches_the_model_and_the_transcript_as_valid_text(tmp_path, isolated_state):
     task = task_file(tmp_path, "Print it.", approval="full-auto")
     replies = [
@@ -392,6 +396,7 @@ async def test_the_command_s_own_exit_trap_does_not_keep_the_watchdog_alive(ctx)
 # ------------------------------------------------------------------------------------ the agent dies
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sandbox", [True, False], ids=["sandboxed", "unsandboxed"])
 def test_when_the_agent_is_killed_the_command_and_its_children_go_too(tmp_path, isolated_state, sandbox):
     """kill -9 of `agent run` mid-command: the watchdog ends the command's group. Under bubblewrap the

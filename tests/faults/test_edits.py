@@ -143,6 +143,7 @@ def slow_calls(ctx: ToolContext) -> dict:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["failed edit", "failed multi_edit", "grep"])
 async def test_the_event_loop_keeps_ticking_while_a_tool_works(slow_files, which):
     took, gap, beats = await beats_during(slow_calls(slow_files)[which]())
@@ -155,6 +156,7 @@ async def test_the_event_loop_keeps_ticking_while_a_tool_works(slow_files, which
     assert beats >= max(3, took / 0.05 / 6), f"{beats} heartbeats in {took:.2f} s"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["failed edit", "grep"])
 async def test_esc_cancels_a_slow_tool_at_once(slow_files, which):
     work = slow_calls(slow_files)[which]
@@ -173,6 +175,7 @@ async def test_esc_cancels_a_slow_tool_at_once(slow_files, which):
     assert took > 0.25 and answered < took / 2
 
 
+@pytest.mark.slow
 def test_a_cancelled_grep_stops_reading_in_the_middle_of_a_big_file(slow_files):
     """Esc returns at once (above), but the thread behind it must stop too, not read 55 MB to the end."""
     regex = re.compile(r"matches\s+nothing|x{41}", re.IGNORECASE)

@@ -438,6 +438,7 @@ WRITER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_writer_killed_at_random_points_leaves_the_old_file_or_the_new_one(ctx, tmp_path):
     root = ctx.workspace.root
     old = "".join(f"old line {i:07d}\n" for i in range(400_000))  # 7.2 MB

@@ -89,6 +89,7 @@ def check_calls(calls: list[ToolCall]) -> None:
 # ------------------------------------------------------------------------------- text and native calls
 
 
+@pytest.mark.slow
 @FUZZ
 @given(ANSWERS)
 @example("[Élément] a line of French prose")  # once an AssertionError out of the JSON reader
@@ -116,6 +117,7 @@ def _runnable(calls: list[ToolCall]) -> list[tuple[str, dict]]:
     return out
 
 
+@pytest.mark.slow
 @FUZZ
 @given(call=st.sampled_from(CALLS), cut=st.floats(0, 1), finish=st.sampled_from(["length", None]))
 def test_a_call_cut_off_anywhere_is_never_run_with_other_arguments(call, cut, finish):
@@ -130,6 +132,7 @@ def test_a_call_cut_off_anywhere_is_never_run_with_other_arguments(call, cut, fi
         assert ran == whole[0], f"cut at {len(prefix)}: {prefix!r}"
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     names=st.lists(st.one_of(st.sampled_from(sorted(KNOWN)), st.text(max_size=10)), min_size=1, max_size=4),
@@ -158,6 +161,7 @@ FIELDS = ["path", "content", "command", "timeout", "old_string", "new_string", "
           "offset", "limit", "pattern", "glob"]  # fmt: skip
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     name=st.sampled_from(sorted(KNOWN)),
@@ -223,6 +227,7 @@ def _answered_in_place(messages: list[dict]) -> bool:
     return True
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.lists(MESSAGE, max_size=12))
 @example(
@@ -284,6 +289,7 @@ def test_a_blocks_answer_cut_anywhere_applies_only_whole_blocks_of_the_full_answ
     assert actions == full[: len(actions)], f"cut at {cut}: {WHOLE_ANSWER[:cut]!r}"
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.integers(0, len(WHOLE_ANSWER)))
 def test_blocks_actions_never_run_a_cut_block(cut):
@@ -347,6 +353,7 @@ def _expected_exact(text: str, old: str, new: str) -> str | None:
     return after
 
 
+@pytest.mark.slow
 @FUZZ
 @given(edit_cases(), st.sampled_from(["\n", "\r\n"]))
 def test_edit_file_never_corrupts_a_file(case, newline):
@@ -380,6 +387,7 @@ def _git(root: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
 
 
+@pytest.mark.slow
 @settings(max_examples=max(60, EXAMPLES // 5), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     case=edit_cases(),

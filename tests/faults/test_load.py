@@ -20,9 +20,13 @@ from pathlib import Path
 import pytest
 
 from agent.context import SUMMARY_INSTRUCTION
-from agent.headless import RESUME_PROMPT
+from agent.live_session import resumed_history
 from agent.session import SessionRecord, load_session
+from agent.task_run import RESUME_PROMPT
 from tests.scripted_server import ScriptedServer
+
+# A 300-turn session shared by every test here: minutes on 2 cores.
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 300
@@ -200,7 +204,7 @@ def test_the_history_rebuilt_at_every_line_is_one_a_server_accepts(load_run):
     events = record.events
     bad = []
     for keep in range(1, len(events) + 1):
-        history = SessionRecord(record.session_id, record.path, events[:keep]).history()
+        history = resumed_history(SessionRecord(record.session_id, record.path, events[:keep]))
         if problem := malformed([{"role": "system", "content": "x"}, *history]):
             bad.append((keep, events[keep - 1]["type"], problem))
     assert not bad, bad[:5]
@@ -222,7 +226,7 @@ def test_resume_works_from_any_point_of_the_long_session(load_run, point, tmp_pa
     sessions.mkdir(parents=True)
     copy = sessions / f"{load_run.transcript.stem}-{point}.jsonl"
     copy.write_text(text)
-    expected = load_session(isolated_state, copy.stem).history()
+    expected = resumed_history(load_session(isolated_state, copy.stem))
     model = StepModel(0)  # everything is done: it answers at once
     with ScriptedServer(default=model) as server:
         result = subprocess.run(

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from agent.checks import run_check
 from agent.errors import ConfigError
-from agent.headless import load_task, parse_task
 from agent.llm import Endpoint, ModelClient
+from agent.taskfile import load_task, parse_task
 from tests.conftest import free_port
 from tests.scripted_server import ScriptedServer, _Handler
 from tests.test_headless import agent, call
@@ -129,6 +129,7 @@ def test_any_front_matter_survives_any_line_ending_and_a_bom(front, body, newlin
     assert parsed_body == body.strip()
 
 
+@pytest.mark.slow
 def test_a_crlf_task_file_with_a_bom_keeps_its_approval_and_check_through_agent_run(tmp_path):
     """Before: the BOM hid the front matter, so the check was never run and the task text held it."""
     path = tmp_path / "task.md"
@@ -154,6 +155,7 @@ def _sessions(state: Path) -> list[Path]:
     return sorted((state / "sessions").glob("*.jsonl"))
 
 
+@pytest.mark.slow
 def test_resume_of_a_base_url_session_reconnects_to_that_url(tmp_path, isolated_state):
     task = tmp_path / "task.md"
     task.write_text("---\napproval: full-auto\n---\nSay hello.\n")
@@ -170,6 +172,7 @@ def test_resume_of_a_base_url_session_reconnects_to_that_url(tmp_path, isolated_
     assert "8910" not in resumed.stderr
 
 
+@pytest.mark.slow
 def test_resume_of_a_session_attached_by_agent_base_url_reconnects_too(tmp_path, isolated_state):
     task = tmp_path / "task.md"
     task.write_text("Say hello.\n")
@@ -184,6 +187,7 @@ def test_resume_of_a_session_attached_by_agent_base_url_reconnects_too(tmp_path,
         assert len(server.requests) == 2
 
 
+@pytest.mark.slow
 def test_resume_with_a_new_base_url_goes_there_instead(tmp_path, isolated_state):
     task = tmp_path / "task.md"
     task.write_text("Say hello.\n")
@@ -231,6 +235,7 @@ def _sleeper(marker: str) -> str:
     return f'{sys.executable} -c "import time; time.sleep(120)" {marker}'
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "shape",
     [
@@ -265,6 +270,7 @@ async def test_a_background_child_holding_the_output_does_not_turn_a_pass_into_a
     assert not _left_behind(marker)
 
 
+@pytest.mark.slow
 def test_agent_run_leaves_no_process_of_its_check_behind(tmp_path, marker):
     task = tmp_path / "task.md"
     task.write_text(f"---\napproval: full-auto\ncheck: '{_sleeper(marker)} & true'\n---\nDo nothing.\n")
@@ -311,6 +317,7 @@ def _notices(events: list[dict]) -> list[str]:
     return [e["message"] for e in events if e["type"] == "notice"]
 
 
+@pytest.mark.slow
 def test_props_missing_is_announced_with_the_context_assumed(tmp_path):
     with faulty_server({"/props": 404}, [{"content": "Hello."}]) as server:
         result, events = _run_json(server, tmp_path)
@@ -320,6 +327,7 @@ def test_props_missing_is_announced_with_the_context_assumed(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_models_missing_is_announced_with_the_name_used(tmp_path):
     with faulty_server({"/v1/models": 404}, [{"content": "Hello."}]) as server:
         result, events = _run_json(server, tmp_path)
@@ -331,6 +339,7 @@ def test_models_missing_is_announced_with_the_name_used(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_lookups_failing_for_a_while_are_retried_and_nothing_falls_back(tmp_path):
     faults = {"/props": [503, 502], "/v1/models": [503, 500]}
     with faulty_server(faults, [{"content": "Hello."}], n_ctx=12345) as server:
@@ -353,6 +362,7 @@ async def test_props_is_asked_with_the_api_key_llama_server_wants_there():
     assert client.take_notices() == []
 
 
+@pytest.mark.slow
 async def test_a_server_that_never_answers_props_falls_back_and_says_why():
     client = ModelClient(Endpoint(base_url=f"http://127.0.0.1:{free_port()}/v1"))
     try:
@@ -386,6 +396,7 @@ def test_an_attached_server_that_comes_up_a_moment_late_is_still_reached(tmp_pat
         holder["server"].__exit__(None, None, None)
 
 
+@pytest.mark.slow
 def test_model_name_lookup_does_not_block_a_session_when_it_keeps_failing(tmp_path):
     async def lookup() -> tuple[str, list[str]]:
         with faulty_server({"/v1/models": 500}) as server:

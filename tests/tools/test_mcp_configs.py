@@ -19,6 +19,7 @@ async def started(tmp_path, **configs: MCPServerConfig):
     return servers, {t.name: t for t in await servers.start()}
 
 
+@pytest.mark.slow
 async def test_headers_are_sent_to_an_http_server_with_variables_expanded(tmp_path, monkeypatch):
     monkeypatch.setenv("DEMO_TOKEN", "sk-123")
     with served(PROBE, "http") as url:
@@ -34,6 +35,7 @@ async def test_headers_are_sent_to_an_http_server_with_variables_expanded(tmp_pa
             await servers.close()
 
 
+@pytest.mark.slow
 async def test_an_sse_server_is_spoken_to_over_sse_headers_included(tmp_path):
     with served(PROBE, "sse") as url:
         config = parse_servers({"mcpServers": {"old": {"type": "sse", "url": url, "headers": {"X-Id": "7"}}}})
@@ -47,6 +49,7 @@ async def test_an_sse_server_is_spoken_to_over_sse_headers_included(tmp_path):
             await servers.close()
 
 
+@pytest.mark.slow
 async def test_command_args_and_env_of_a_stdio_server_are_expanded(tmp_path, monkeypatch):
     monkeypatch.setenv("DEMO_PYTHON", sys.executable)
     monkeypatch.setenv("DEMO_SECRET", "s3cret")
@@ -68,6 +71,7 @@ async def test_command_args_and_env_of_a_stdio_server_are_expanded(tmp_path, mon
     assert config.env["SECRET"] == "${DEMO_SECRET}"  # the config itself keeps what was written
 
 
+@pytest.mark.slow
 async def test_a_missing_variable_names_the_server_the_key_and_the_variable(tmp_path, monkeypatch):
     monkeypatch.delenv("DEMO_NOPE", raising=False)
     configs = {
@@ -88,6 +92,7 @@ async def test_a_missing_variable_names_the_server_the_key_and_the_variable(tmp_
     assert "MCP server demo: 4 tools" in notices  # the other server is unaffected
 
 
+@pytest.mark.slow
 async def test_unknown_keys_are_a_warning_and_the_server_still_starts(tmp_path):
     from agent.events import Notice
     from agent.wiring import start_mcp
@@ -121,6 +126,7 @@ def test_type_must_match_command_or_url():
     assert parse_servers({"x": {"type": "http", "url": "http://h/mcp"}})["x"].type == "http"
 
 
+@pytest.mark.slow
 async def test_a_property_named_title_survives_schema_cleaning(tmp_path):
     servers, tools = await started(tmp_path, probe=MCPServerConfig(command=sys.executable, args=[PROBE]))
     try:

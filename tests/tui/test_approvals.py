@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import tomllib
 
+import pytest
+
 from agent.tui import approval_bar
 from agent.tui.approval_bar import KEY_GUARD_S, ApprovalBar
 from agent.tui.tool_call import ToolCallView
@@ -38,6 +40,7 @@ async def ask_and_answer(pilot, key: str) -> ApprovalBar:
     return bar
 
 
+@pytest.mark.slow
 async def test_yes_runs_the_command_and_the_input_comes_back(tmp_path):
     ws = git_workspace(tmp_path / "ws")
     with ScriptedServer([bash("touch made-by-agent"), {"content": "Made it."}]) as server:
@@ -56,6 +59,7 @@ async def test_yes_runs_the_command_and_the_input_comes_back(tmp_path):
             assert not bar.display and app.prompt.display and app.prompt.has_focus
 
 
+@pytest.mark.slow
 async def test_no_refuses_and_the_model_is_told(tmp_path):
     ws = git_workspace(tmp_path / "ws")
     with ScriptedServer([bash("touch refused"), {"content": "OK, I won't."}]) as server:
@@ -70,6 +74,7 @@ async def test_no_refuses_and_the_model_is_told(tmp_path):
             assert app.query_one(ToolCallView).state == "denied"
 
 
+@pytest.mark.slow
 async def test_no_with_a_message_sends_the_message_to_the_model(tmp_path):
     ws = git_workspace(tmp_path / "ws")
     with ScriptedServer([bash("rm notes.txt"), {"content": "Understood."}]) as server:
@@ -85,6 +90,7 @@ async def test_no_with_a_message_sends_the_message_to_the_model(tmp_path):
             assert "the user declined: keep the notes" in tool_results(server)[0]
 
 
+@pytest.mark.slow
 async def test_always_allows_the_rule_for_the_rest_of_the_session(tmp_path):
     ws = git_workspace(tmp_path / "ws")
     replies = [bash("mkdir -p build/a"), bash("mkdir -p build/b"), {"content": "Both made."}]
@@ -101,6 +107,7 @@ async def test_always_allows_the_rule_for_the_rest_of_the_session(tmp_path):
             assert not (ws / ".agent" / "config.toml").exists()  # this session only
 
 
+@pytest.mark.slow
 async def test_save_keeps_the_rule_in_the_project_config(tmp_path):
     ws = git_workspace(tmp_path / "ws")
     with ScriptedServer([bash("mkdir -p build/x"), {"content": "Made."}]) as server:
@@ -114,6 +121,7 @@ async def test_save_keeps_the_rule_in_the_project_config(tmp_path):
     assert config["permissions"]["allow"]["bash"] == ["mkdir -p *"]
 
 
+@pytest.mark.slow
 async def test_what_the_user_was_typing_survives_an_approval(tmp_path, monkeypatch):
     ws = git_workspace(tmp_path / "ws")
     with ScriptedServer([{"delay": 0.5, **bash("touch x")}, {"content": "Done."}]) as server:
@@ -134,6 +142,7 @@ async def test_what_the_user_was_typing_survives_an_approval(tmp_path, monkeypat
             assert app.prompt.text == "next I wants"
 
 
+@pytest.mark.slow
 async def test_esc_while_asking_withdraws_the_question_and_keeps_the_app(tmp_path):
     ws = git_workspace(tmp_path / "ws")
     with ScriptedServer([bash("touch never"), {"content": "ok"}]) as server:

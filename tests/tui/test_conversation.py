@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from textual.widgets import Collapsible
 
 from agent.tui.status_line import StatusLine
@@ -43,6 +44,7 @@ async def test_reasoning_is_shown_collapsed(tmp_path):
             assert "Let me think about greetings." in screen_text(app)
 
 
+@pytest.mark.slow
 async def test_a_tool_call_is_one_line_that_opens_on_its_diff(tmp_path):
     ws = git_workspace(tmp_path / "ws", {"app.py": "x = 1\n"})
     edit = call("edit_file", path="app.py", old_string="x = 1\n", new_string="x = 2\n")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from agent.config import state_dir
 from agent.session import load_session
 from tests.conftest import FIXTURES
@@ -16,6 +18,7 @@ from tests.tui.test_server import quit_and_stop
 REASON = "the draft is not a DFlash model (its architecture is 'scripted')"
 
 
+@pytest.mark.slow
 async def test_a_refused_draft_is_dropped_and_the_status_line_says_draft_off(tmp_path, scripted_profile):
     ws = git_workspace(tmp_path / "ws")
     scripted_profile(ws, "dflash", default={"content": "Answer without the draft."})
@@ -62,6 +65,7 @@ def beellama_dflash_profile(
     profile.write_text(text)
 
 
+@pytest.mark.slow
 async def test_invalid_input_batch_at_the_first_request_restarts_without_the_draft_and_answers(
     tmp_path, scripted_profile, monkeypatch
 ):
@@ -90,6 +94,7 @@ async def test_invalid_input_batch_at_the_first_request_restarts_without_the_dra
     assert "error" not in kinds
 
 
+@pytest.mark.slow
 def test_n_target_layers_0_in_the_log_falls_back_at_start_in_agent_run(
     tmp_path, scripted_profile, monkeypatch
 ):
@@ -105,6 +110,7 @@ def test_n_target_layers_0_in_the_log_falls_back_at_start_in_agent_run(
     assert events[-1]["outcome"] == "completed" and events[-1]["final"] == "Answer without the draft."
 
 
+@pytest.mark.slow
 def test_with_fallback_false_the_failed_request_is_explained_not_bare(
     tmp_path, scripted_profile, monkeypatch
 ):

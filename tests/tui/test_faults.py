@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.scripted_server import ScriptedServer
 from tests.tui.helpers import SIZE, git_workspace, make_app, screen_text, send, wait_for
 
@@ -30,6 +32,7 @@ async def test_a_failing_worker_is_a_notification_and_the_app_goes_on(tmp_path, 
             await wait_for(pilot, lambda: "Fine now." in screen_text(app))
 
 
+@pytest.mark.slow
 def test_agent_without_a_terminal_says_how_to_run_headless(tmp_path):
     done = subprocess.run([sys.executable, "-m", "agent"], cwd=tmp_path, capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=60)  # fmt: skip

@@ -6,6 +6,8 @@ import os
 import time
 import uuid
 
+import pytest
+
 from agent.tui.tool_call import ToolCallView
 from tests.scripted_server import ScriptedServer
 from tests.tui.helpers import SIZE, git_workspace, make_app, screen_text, send, wait_for
@@ -26,6 +28,7 @@ def pids_running(marker: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 async def test_esc_during_a_stream_stops_it_and_the_next_prompt_works(tmp_path):
     slow = {"content": "word " * 400, "chunk_delay": 0.02}
     with ScriptedServer([slow, {"content": "Second answer."}]) as server:
@@ -46,6 +49,7 @@ async def test_esc_during_a_stream_stops_it_and_the_next_prompt_works(tmp_path):
             assert [m["role"] for m in last[1:]] == ["user", "user"]
 
 
+@pytest.mark.slow
 async def test_esc_during_a_long_command_kills_it(tmp_path):
     marker = f"sleep-marker-{uuid.uuid4().hex[:8]}"
     command = f"bash -c 'exec -a {marker} sleep 60'"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.scripted_server import ScriptedServer
 from tests.tui.helpers import git_workspace, make_app, screen_dump, screen_text, send, wait_for
 
@@ -20,6 +22,7 @@ async def test_an_80_by_24_terminal_shows_the_conversation_input_and_status(tmp_
             assert "Ask for a change" in "\n".join(lines[-4:])
 
 
+@pytest.mark.slow
 async def test_a_paste_of_5000_lines_is_kept_whole_and_sent(tmp_path):
     from textual import events
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agent.config import state_dir
 from agent.session import load_session
 from agent.telemetry import TelemetryLog
@@ -33,6 +35,7 @@ async def test_a_tui_session_is_recorded_like_a_headless_one(tmp_path):
     assert len(TelemetryLog(state_dir() / "telemetry" / f"{session_id}.jsonl").read()) == 1
 
 
+@pytest.mark.slow
 async def test_resume_shows_the_conversation_and_continues_it(tmp_path):
     ws = git_workspace(tmp_path / "ws")
     with ScriptedServer([{"content": "First answer."}, {"content": "Second answer."}]) as server:
@@ -53,6 +56,7 @@ async def test_resume_shows_the_conversation_and_continues_it(tmp_path):
     assert load_session(state_dir(), session_id).turns == 2
 
 
+@pytest.mark.slow
 async def test_slash_resume_switches_to_a_recorded_session(tmp_path):
     ws = git_workspace(tmp_path / "ws")
     with ScriptedServer([{"content": "Old answer."}]) as server:

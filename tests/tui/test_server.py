@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import signal
 
+import pytest
+
 from agent.config import state_dir
 from agent.server.registry import ServerRegistry
 from agent.tui.confirm import Confirm
@@ -27,6 +29,7 @@ async def quit_and_stop(pilot) -> None:
     pilot.app.session.disconnect()
 
 
+@pytest.mark.slow
 async def test_the_tui_starts_the_profiles_server_and_stops_it_on_quit(tmp_path, scripted_profile):
     ws = git_workspace(tmp_path / "ws")
     scripted_profile(ws, "scripted", default={"content": "From the started server."})
@@ -42,6 +45,7 @@ async def test_the_tui_starts_the_profiles_server_and_stops_it_on_quit(tmp_path,
     assert ServerRegistry(state_dir()).running() == []
 
 
+@pytest.mark.slow
 async def test_a_failed_start_says_why_and_another_profile_can_be_picked(tmp_path, scripted_profile):
     ws = git_workspace(tmp_path / "ws")
     scripted_profile(ws, "good", default={"content": "Working now."})
@@ -70,6 +74,7 @@ async def test_a_failed_start_says_why_and_another_profile_can_be_picked(tmp_pat
         await quit_and_stop(pilot)
 
 
+@pytest.mark.slow
 async def test_the_server_dying_mid_stream_is_shown_and_restart_continues_the_session(
     tmp_path, scripted_profile
 ):
@@ -98,6 +103,7 @@ async def test_the_server_dying_mid_stream_is_shown_and_restart_continues_the_se
         await quit_and_stop(pilot)
 
 
+@pytest.mark.slow
 async def test_profile_switches_after_confirmation_and_keeps_the_conversation(tmp_path, scripted_profile):
     ws = git_workspace(tmp_path / "ws")
     scripted_profile(ws, "one", default={"content": "Answer from one."})
@@ -120,6 +126,7 @@ async def test_profile_switches_after_confirmation_and_keeps_the_conversation(tm
         await quit_and_stop(pilot)
 
 
+@pytest.mark.slow
 async def test_profile_switch_declined_changes_nothing(tmp_path, scripted_profile):
     ws = git_workspace(tmp_path / "ws")
     scripted_profile(ws, "one")

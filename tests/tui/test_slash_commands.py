@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agent.tui.completion_menu import CompletionMenu
 from tests.scripted_server import ScriptedServer
 from tests.tui.helpers import (
@@ -28,6 +30,7 @@ async def ready_app(pilot):
     await wait_for(pilot, lambda: pilot.app.ready)
 
 
+@pytest.mark.slow
 async def test_undo_after_an_edit_restores_the_file_and_says_what_changed(tmp_path):
     ws = git_workspace(tmp_path / "ws", {"app.py": "x = 1\n"})
     with ScriptedServer([edit("app.py", "x = 1\n", "x = 2\n"), {"content": "Done."}]) as server:
@@ -117,6 +120,7 @@ async def test_approval_switches_the_mode(tmp_path):
             assert app.session.agent.permissions.mode == "full-auto"
 
 
+@pytest.mark.slow
 async def test_slash_completes_command_names_and_at_completes_files(tmp_path):
     ws = git_workspace(tmp_path / "ws", {"src/taskstore/store.py": "", "README.md": ""})
     with ScriptedServer() as server:
@@ -135,6 +139,7 @@ async def test_slash_completes_command_names_and_at_completes_files(tmp_path):
             assert app.prompt.text == "look at @src/taskstore/store.py "
 
 
+@pytest.mark.slow
 async def test_up_walks_the_prompt_history(tmp_path):
     with ScriptedServer() as server:
         app = make_app(git_workspace(tmp_path / "ws"), base_url=server.url)
@@ -152,6 +157,7 @@ async def test_up_walks_the_prompt_history(tmp_path):
             assert app.prompt.text == "draft"
 
 
+@pytest.mark.slow
 async def test_clear_starts_a_new_session(tmp_path):
     with ScriptedServer() as server:
         app = make_app(git_workspace(tmp_path / "ws"), base_url=server.url)

@@ -134,6 +134,7 @@ def test_the_approval_prompt(snap_compare, snapshot_app):
     assert snap_compare(snapshot_app, terminal_size=(120, 36), run_before=run_before)
 
 
+@pytest.mark.slow
 def test_the_speed_panel(snap_compare, snapshot_app):
     async def run_before(pilot):
         await _ready(pilot)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agent.config import load_settings
 from agent.trust import is_trusted
 from tests.scripted_server import ScriptedServer
@@ -10,6 +12,7 @@ from tests.tui.helpers import SIZE, git_workspace, make_app, screen_text, send, 
 CONFIG = 'approval = "full-auto"\n\n[permissions]\nallow = {bash = ["touch *"]}\n'
 
 
+@pytest.mark.slow
 async def test_an_untrusted_project_is_named_once_and_trust_applies_it_next_time(tmp_path):
     ws = git_workspace(tmp_path / "ws", {".agent/config.toml": CONFIG, ".mcp.json": '{"mcpServers": {}}'})
     with ScriptedServer() as server:
@@ -42,6 +45,7 @@ async def test_an_untrusted_project_is_named_once_and_trust_applies_it_next_time
             assert app.session.agent.permissions.mode == "full-auto"
 
 
+@pytest.mark.slow
 async def test_restart_applies_the_projects_rules_after_trust(tmp_path, isolated_state, scripted_profile):
     scripted_profile(tmp_path / "elsewhere", "scripted")  # then made the user's own profile: no trust needed
     profiles = isolated_state.parent / "config" / "profiles"
@@ -63,6 +67,7 @@ async def test_restart_applies_the_projects_rules_after_trust(tmp_path, isolated
         app.session.disconnect()
 
 
+@pytest.mark.slow
 async def test_a_resumed_session_shows_the_notice_after_its_conversation(tmp_path):
     from tests.tui.test_resume import run_one_prompt
 
