@@ -21,10 +21,10 @@ from typing import Any, Literal, Protocol
 
 from agent.blocks import Action, parse_answer, to_tool_calls
 from agent.llm import Completion, ToolCall
-from agent.prompt import BLOCKS_REMINDER
+from agent.prompt import BLOCKS_REMINDER, BLOCKS_REMINDER_PARTLY
 from agent.toolcalls import assistant_message, calls_from_text
 from tools.base import ToolRegistry, ToolResult, parameters_of
-from tools.files import workspace_files
+from tools.files import NOT_SHOWN, workspace_files
 from tools.workspace import OutsideWorkspace, Workspace
 
 ActionsMode = Literal["tools", "blocks"]
@@ -257,9 +257,12 @@ class BlockActions:
             # The files as they are now, and the format again: a small model fixes a file it can see,
             # by writing it out whole; otherwise it describes the fix (seen on the 1.5B).
             parts += [self._show(path) for path in self.changed]
-            parts.append(
-                f"Fix what failed. {BLOCKS_REMINDER} When the task is done, answer without any block."
-            )
+            # A whole file refused because the model never saw all of it: ask for edits, not whole files.
+            unseen = [
+                _arguments(c).get("path", "?") for c, r in results if not r.ok and NOT_SHOWN in r.output
+            ]
+            reminder = BLOCKS_REMINDER_PARTLY.format(files=" or ".join(unseen)) if unseen else BLOCKS_REMINDER
+            parts.append(f"Fix what failed. {reminder} When the task is done, answer without any block.")
         else:
             parts += self._fresh_files(results)
             parts.append("Go on with the task. When it is done, answer without any block.")

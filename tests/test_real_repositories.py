@@ -341,4 +341,8 @@ async def test_a_block_for_a_tail_of_a_long_files_path_means_that_file_and_is_re
         "write the blocks."
     )
     assert "Not written: src/pkg/utils.py already exists" in told
+    assert (
+        "Fix what failed. Act now: to change src/pkg/utils.py, write its path alone on a line, then a "
+        in told
+    )
     assert (root / "src/pkg/utils.py").read_text() == before and not (root / "pkg").exists()

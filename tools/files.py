@@ -62,6 +62,7 @@ READ_STAMPS = "files.read_stamps"  # ToolContext.state key: real path -> stamp o
 # ToolContext.state key: real path -> stamp of the version the model was shown whole (read_file of all of
 # it, `cat FILE`, the task message, or a file it wrote itself). Only those may be rewritten whole.
 SHOWN_WHOLE = "files.shown_whole"
+NOT_SHOWN = "you have not been shown all of it"  # in the refusal; the blocks protocol reads it back
 ALWAYS_SKIPPED = {
     ".git",
     ".venv",
@@ -187,9 +188,7 @@ def _check_shown_whole(ctx: ToolContext, path: Path, rel: str, st: os.stat_resul
         if lines := path.read_bytes().count(b"\n"):
             size = f"{lines:,} lines"
     seen = str(path) in ctx.state.get(SHOWN_WHOLE, {})
-    why = (
-        "it changed since you were shown it" if seen else "you have not been shown all of it in this session"
-    )
+    why = "it changed since you were shown it" if seen else f"{NOT_SHOWN} in this session"
     raise ToolError(
         f"Not written: {rel} already exists ({size}) and {why}, so writing it whole would replace code "
         f"you have not read. Change only the part you mean with a SEARCH/REPLACE edit (edit_file), or "
