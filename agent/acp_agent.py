@@ -360,6 +360,11 @@ class SpecAgent:
             outcome = Outcome("cancelled", "", 0)
         finally:
             session.work = None
+        for call_id in list(session.calls):  # started, never finished: the client must not show them running
+            session.calls.pop(call_id)
+            self._put(session, acp.update_tool_call(
+                call_id, status="failed", content=[acp.tool_content(acp.text_block("(interrupted)"))]
+            ))  # fmt: skip
         if outcome.status not in STOP and outcome.error:
             # Stopped by the agent itself (a model repeating itself, a server that died): say why.
             self._put(session, acp.update_agent_message_text(f"\n\n**Stopped:** {outcome.error}\n"))

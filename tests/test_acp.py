@@ -17,6 +17,7 @@ import acp
 import pytest
 from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 
+from agent.session import load_session
 from tests.scripted_server import ScriptedServer
 from tests.test_headless import agent, call, events_of
 
@@ -91,6 +92,13 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def assert_whole(history: list[dict]) -> None:
+    """Every tool call of the history has its result, as the server requires of a request."""
+    calls = {c["id"] for m in history if m["role"] == "assistant" for c in m.get("tool_calls", [])}
+    results = {m["tool_call_id"] for m in history if m["role"] == "tool"}
+    assert calls and calls == results
+
+
 def run(coro) -> Any:
     return asyncio.run(asyncio.wait_for(coro, 120))
 
@@ -161,3 +169,238 @@ def test_a_prompt_streams_reasoning_a_tool_call_and_the_answer_and_is_recorded(t
     listed = json.loads(agent("sessions", "--json").stdout)
     assert [(s["id"], s["turns"], s["outcome"]) for s in listed] == [(session.session_id, 2, "completed")]
     assert agent("stats", session.session_id).returncode == 0
+
+
+def test_permission_requests_are_answered_each_way_and_recorded(tmp_path, isolated_state):
+    ws = workspace(tmp_path)
+    (ws / "notes.txt").write_text("v1\n")
+    script = [
+        {"tool_calls": [call("write_file", path="notes.txt", content="v2\n")]},  # allowed once
+        {"tool_calls": [call("write_file", path="notes.txt", content="v3\n")]},  # rejected
+        {"tool_calls": [call("write_file", path="other.txt", content="x\n")]},  # allowed always
+        {"tool_calls": [call("write_file", path="other.txt", content="y\n")]},  # not asked again
+        {"content": "Done."},
+    ]
+
+    async def main(url: str):
+        client = RecordingClient(["allow_once", "reject", "allow_always"])
+        async with acp_agent(client, tmp_path, "--base-url", url) as (conn, _process):
+            session = await conn.new_session(cwd=str(ws), mcp_servers=[])
+            assert session.modes.current_mode_id == "ask"
+            reply = await conn.prompt(
+                session_id=session.session_id, prompt=[acp.text_block("Edit the notes.")]
+            )
+        return client, reply
+
+    with ScriptedServer(script) as server:
+        client, reply = run(main(server.url))
+    assert reply.stop_reason == "end_turn"
+    assert (ws / "notes.txt").read_text() == "v2\n" and (ws / "other.txt").read_text() == "y\n"
+    assert len(client.permissions) == 3
+    first = client.permissions[0]
+    assert [o.kind for o in first["options"]] == ["allow_once", "allow_always", "reject_once"]
+    assert first["tool_call"].title == "Write notes.txt" and first["tool_call"].kind == "edit"
+    assert (
+        first["meta"]["rule"] == "*" and "edits" in first["meta"]["reason"]
+    )  # the rule that matched, and why
+    starts = client.of("tool_call")
+    finished = {
+        u.tool_call_id: u for u in client.of("tool_call_update") if u.status in ("completed", "failed")
+    }
+    allowed, rejected = finished[starts[0].tool_call_id], finished[starts[1].tool_call_id]
+    [diff] = allowed.content  # an edit carries its diff: the old text and the new
+    assert (diff.type, diff.path, diff.old_text, diff.new_text) == (
+        "diff",
+        str(ws / "notes.txt"),
+        "v1\n",
+        "v2\n",
+    )
+    assert rejected.status == "failed" and "declined" in rejected.content[0].content.text
+    [events] = transcripts(isolated_state)
+    decided = [e["decision"] for e in events if e["type"] == "permission.decided"]
+    assert decided == ["allow", "deny", "allow", "allow"]
+    answers = [
+        e["message"] for e in events if e["type"] == "notice" and "the client answered" in e["message"]
+    ]
+    assert [a.split()[3] for a in answers] == ["allow_once", "reject", "allow_always"]
+
+
+def test_modes_are_the_approval_modes_and_the_client_switches_them(tmp_path, isolated_state):
+    ws = workspace(tmp_path)
+    script = [
+        {"tool_calls": [call("write_file", path="a.txt", content="a\n")]},  # read-only: refused, not asked
+        {"content": "I may not write."},
+        {"tool_calls": [call("bash", command="echo ran > b.txt")]},  # full-auto: runs, not asked
+        {"content": "Ran it."},
+    ]
+
+    async def main(url: str):
+        client = RecordingClient()
+        async with acp_agent(client, tmp_path, "--base-url", url) as (conn, _process):
+            session = await conn.new_session(cwd=str(ws), mcp_servers=[])
+            sid = session.session_id
+            modes = [m.id for m in session.modes.available_modes]
+            await conn.set_session_mode(session_id=sid, mode_id="read-only")
+            await conn.prompt(session_id=sid, prompt=[acp.text_block("Write a.")])
+            await conn.set_session_mode(session_id=sid, mode_id="full-auto")
+            await conn.prompt(session_id=sid, prompt=[acp.text_block("Run it.")])
+            with pytest.raises(acp.RequestError) as bad:
+                await conn.set_session_mode(session_id=sid, mode_id="yolo")
+        return client, modes, bad.value
+
+    with ScriptedServer(script) as server:
+        client, modes, bad = run(main(server.url))
+    assert modes == ["ask", "auto-edit", "full-auto", "read-only"]
+    assert [u.current_mode_id for u in client.of("current_mode_update")] == ["read-only", "full-auto"]
+    assert client.permissions == [] and not (ws / "a.txt").exists() and (ws / "b.txt").read_text() == "ran\n"
+    assert bad.code == -32602
+    [events] = transcripts(isolated_state)
+    assert [e["decision"] for e in events if e["type"] == "permission.decided"] == ["deny", "allow"]
+
+
+def test_cancel_during_a_stream_stops_it_and_the_session_goes_on(tmp_path, isolated_state):
+    ws = workspace(tmp_path)
+    script = [{"content": "word " * 2000, "chunk_delay": 0.02}, {"content": "Still here."}]
+
+    async def main(url: str):
+        client = RecordingClient()
+        async with acp_agent(client, tmp_path, "--base-url", url) as (conn, _process):
+            session = await conn.new_session(cwd=str(ws), mcp_servers=[])
+            sid = session.session_id
+            running = asyncio.create_task(conn.prompt(session_id=sid, prompt=[acp.text_block("Talk.")]))
+            while not client.of("agent_message_chunk"):
+                await asyncio.sleep(0.02)
+            cancelled_at = time.monotonic()
+            await conn.cancel(session_id=sid)
+            reply = await running
+            took = time.monotonic() - cancelled_at
+            after = await conn.prompt(session_id=sid, prompt=[acp.text_block("Are you there?")])
+        return client, reply, took, after
+
+    with ScriptedServer(script) as server:
+        client, reply, took, after = run(main(server.url))
+    assert reply.stop_reason == "cancelled" and after.stop_reason == "end_turn"
+    assert took < 10, took  # (the figure itself: docs/benchmarks.md; a loaded box must not fail this)
+    assert "Still here." in client.text() and len(client.text()) < len("word " * 2000)
+    [events] = transcripts(isolated_state)
+    kinds = [e["type"] for e in events]
+    assert [e["error"] for e in events if e["type"] == "error"] == ["interrupted"]
+    assert kinds[-1] == "session.finished" and kinds.count("user.message") == 2
+
+
+def test_cancel_during_a_long_command_ends_its_process_group(tmp_path, isolated_state):
+    ws = workspace(tmp_path)
+    script = [
+        {"tool_calls": [call("bash", command="sleep 300 & echo $! > pid.txt; wait")]},
+        {"content": "unreachable"},
+    ]
+
+    async def main(url: str):
+        client = RecordingClient()
+        async with acp_agent(client, tmp_path, "--base-url", url) as (conn, _process):
+            session = await conn.new_session(cwd=str(ws), mcp_servers=[])
+            sid = session.session_id
+            await conn.set_session_mode(session_id=sid, mode_id="full-auto")
+            running = asyncio.create_task(conn.prompt(session_id=sid, prompt=[acp.text_block("Wait.")]))
+            while not (ws / "pid.txt").exists() or not (ws / "pid.txt").read_text().strip():
+                await asyncio.sleep(0.05)
+            pid = int((ws / "pid.txt").read_text())
+            assert alive(pid)
+            cancelled_at = time.monotonic()
+            await conn.cancel(session_id=sid)
+            reply = await running
+            took = time.monotonic() - cancelled_at
+            gone = not alive(pid)  # before the agent exits: the cancel ended it, not the shutdown
+        return client, reply, took, gone
+
+    with ScriptedServer(script) as server:
+        client, reply, took, gone = run(main(server.url))
+    assert reply.stop_reason == "cancelled" and gone and took < 10, took
+    [start] = client.of("tool_call")
+    assert start.kind == "execute" and start.title == "Run `sleep 300 & echo $! > pid.txt; wait`"
+    assert client.of("tool_call_update")[-1].status == "failed"  # not left running in the client
+    [events] = transcripts(isolated_state)
+    assert events[-1]["type"] == "session.finished" and events[-1]["outcome"] == "completed"
+    history = load_session(isolated_state, events[0]["session_id"]).history()
+    assert_whole(history)  # a resume can send it: the cancelled call has its result
+
+
+def test_hitting_the_turn_limit_ends_the_prompt_with_max_turn_requests(tmp_path, isolated_state):
+    ws = workspace(tmp_path)
+    config = isolated_state.parent / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "config.toml").write_text('max_turns = 2\napproval = "full-auto"\n')
+
+    async def main(url: str):
+        client = RecordingClient()
+        async with acp_agent(client, tmp_path, "--base-url", url) as (conn, _process):
+            session = await conn.new_session(cwd=str(ws), mcp_servers=[])
+            assert session.modes.current_mode_id == "full-auto"  # the settings' approval mode
+            return await conn.prompt(session_id=session.session_id, prompt=[acp.text_block("Loop.")])
+
+    with ScriptedServer(default={"tool_calls": [call("list_files")]}) as server:
+        reply = run(main(server.url))
+        assert len(server.requests) == 2
+    assert reply.stop_reason == "max_turn_requests"
+
+
+def test_load_session_replays_the_history_and_the_conversation_continues(tmp_path, isolated_state):
+    ws = workspace(tmp_path)
+    script = [
+        {"tool_calls": [call("list_files")]},
+        {"content": "I will remember 7."},
+        {"content": "You said 7."},
+    ]
+
+    async def first(url: str) -> str:
+        client = RecordingClient()
+        async with acp_agent(client, tmp_path, "--base-url", url) as (conn, _process):
+            session = await conn.new_session(cwd=str(ws), mcp_servers=[])
+            await conn.prompt(session_id=session.session_id, prompt=[acp.text_block("Remember 7.")])
+            return session.session_id
+
+    async def second(url: str, sid: str):
+        client = RecordingClient()
+        async with acp_agent(client, tmp_path, "--base-url", url) as (conn, _process):
+            loaded = await conn.load_session(cwd=str(ws), session_id=sid, mcp_servers=[])
+            replayed = list(client.updates)
+            reply = await conn.prompt(session_id=sid, prompt=[acp.text_block("Which number?")])
+            with pytest.raises(acp.RequestError) as missing:
+                await conn.load_session(cwd=str(ws), session_id="no-such-session", mcp_servers=[])
+        return loaded, replayed, reply, missing.value
+
+    with ScriptedServer(script) as server:
+        sid = run(first(server.url))
+        loaded, replayed, reply, missing = run(second(server.url, sid))
+        last_request = server.requests[-1]["messages"]
+    assert loaded.modes.current_mode_id == "ask" and reply.stop_reason == "end_turn"
+    kinds = [u.session_update for u in replayed]
+    assert kinds[:4] == ["user_message_chunk", "tool_call", "tool_call_update", "agent_message_chunk"]
+    assert replayed[0].content.text == "Remember 7." and replayed[3].content.text == "I will remember 7."
+    assert any(m["role"] == "assistant" and m["content"] == "I will remember 7." for m in last_request)
+    assert missing.code == -32002
+    [events] = transcripts(isolated_state)  # one transcript, continued
+    assert [e["type"] for e in events].count("session.started") == 2
+
+
+def test_an_attached_file_reaches_the_model(tmp_path, isolated_state):
+    ws = workspace(tmp_path)
+    attachment = acp.resource_block(
+        acp.embedded_text_resource(f"file://{ws}/spec.md", "The spec: print 42.", mime_type="text/markdown")
+    )
+
+    async def main(url: str):
+        client = RecordingClient()
+        async with acp_agent(client, tmp_path, "--base-url", url) as (conn, _process):
+            session = await conn.new_session(cwd=str(ws), mcp_servers=[])
+            await conn.prompt(
+                session_id=session.session_id, prompt=[acp.text_block("Read this."), attachment]
+            )
+
+    with ScriptedServer([{"content": "ok"}]) as server:
+        run(main(server.url))
+        sent = server.requests[0]["messages"][-1]["content"]
+    assert "Read this." in sent and f"{ws}/spec.md" in sent and "The spec: print 42." in sent
+    [events] = transcripts(isolated_state)
+    [said] = [e for e in events if e["type"] == "user.message"]
+    assert said["typed"] == "Read this."
