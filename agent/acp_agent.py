@@ -162,6 +162,7 @@ class AcpSession:
     calls: dict[str, CallView] = field(default_factory=dict)
     held: list[Any] = field(default_factory=list)  # updates from before the client knew the session
     prompts: int = 0
+    interrupted: bool = False  # the last prompt was cut off (a cancel, the client gone)
     closed: bool = False
 
     @property
@@ -210,7 +211,7 @@ class SpecAgent:
         except AgentError as exc:
             raise RequestError.resource_not_found(session_id) from exc
         if session_id in self.sessions:
-            await self._close(self.sessions.pop(session_id), "completed")
+            await self._close(self.sessions.pop(session_id))
         session = await self._open(Path(cwd), mcp_servers or [], resume=record)
         # The conversation as the client would have seen it, before the answer (the protocol's order).
         for event in record.events:
@@ -226,7 +227,7 @@ class SpecAgent:
             )
         workspace = cwd.resolve()
         for other in [s for s in self.sessions.values() if s.workspace == workspace]:
-            await self._close(other, "completed")  # the workspace lock admits one agent per folder
+            await self._close(other)  # the workspace lock admits one agent per folder
             self.sessions.pop(other.session_id, None)
         early: list[str] = []  # notices from before the client knows the session: sent with its first update
         holder: list[AcpSession] = []
@@ -385,9 +386,11 @@ class SpecAgent:
             live.workbench.task_message(content, live.profile.actions, agent.context) if first else content
         )
         live.workbench.task_start = None  # auto-commit takes only what this prompt changes
+        session.interrupted = False
         try:
             outcome = await agent.run(message, typed=typed)
         except asyncio.CancelledError:
+            session.interrupted = True
             live.emit(ErrorEvent("interrupted", "interrupted: the model's work stopped here", fatal=False))
             raise
         if load_settings(session.workspace).auto_commit and outcome.status == "completed":
@@ -561,10 +564,12 @@ class SpecAgent:
                 session.outbox.task_done()
 
     # ------------------------------------------------------------------ closing
-    async def _close(self, session: AcpSession, outcome: str) -> None:
+    async def _close(self, session: AcpSession) -> None:
+        """Finish the recorded session ("interrupted" when its last prompt was cut off) and close it."""
         if session.closed:
             return
         session.closed = True
+        outcome = "interrupted" if session.interrupted or session.work else "completed"
         if session.work is not None:
             session.work.cancel()
             await asyncio.gather(session.work, return_exceptions=True)
@@ -579,8 +584,7 @@ class SpecAgent:
         """The client went (stdin closed): end every session whole, then the servers this process started."""
         self.closing = True
         for session in list(self.sessions.values()):
-            running = session.work is not None
-            await self._close(session, "interrupted" if running else "completed")
+            await self._close(session)
         self.sessions.clear()
         await asyncio.to_thread(self.servers.close)
 

@@ -320,7 +320,7 @@ def test_cancel_during_a_long_command_ends_its_process_group(tmp_path, isolated_
     assert start.kind == "execute" and start.title == "Run `sleep 300 & echo $! > pid.txt; wait`"
     assert client.of("tool_call_update")[-1].status == "failed"  # not left running in the client
     [events] = transcripts(isolated_state)
-    assert events[-1]["type"] == "session.finished" and events[-1]["outcome"] == "completed"
+    assert events[-1]["type"] == "session.finished" and events[-1]["outcome"] == "interrupted"
     history = load_session(isolated_state, events[0]["session_id"]).history()
     assert_whole(history)  # a resume can send it: the cancelled call has its result
 
