@@ -329,7 +329,7 @@ class SpecAgent:
         if mode_id not in MODES:
             raise RequestError.invalid_params({"modeId": mode_id, "message": f"one of {', '.join(MODES)}"})
         session.live.agent.permissions.mode = mode_id
-        session.live.emit(Notice(f"approval mode: {mode_id} (set by the client)"))
+        session.live.recorder(Notice(f"approval mode: {mode_id} (set by the client)"))  # (the client knows)
         await self._send(
             session, CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode_id)
         )
@@ -409,18 +409,21 @@ class SpecAgent:
         await self._flush(session)  # the tool call's start reaches the client before the question
         view = session.calls.get(request.call_id)
         rule = request.suggested_rule
+        always = request.name if rule in ("", "*") else f"{request.name} `{rule}`"
         options = [
             PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
             PermissionOption(
                 option_id="allow_always",
-                name=f"Always allow {rule or request.name} (this session)",
+                name=f"Always allow {always} (this session)",
                 kind="allow_always",
             ),
             PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
         ]
+        why = f"Needs approval: {request.reason}" + (f" (rule: `{rule}`)" if rule else "")
         tool_call = ToolCallUpdate(
             tool_call_id=request.call_id, status="pending", title=view.title if view else request.summary,
             kind=view.kind if view else None, locations=view.locations if view else None,
+            content=[acp.tool_content(acp.text_block(why))],  # what clients show beside the options
         )  # fmt: skip
         response = await self.conn.request_permission(
             session_id=session.session_id,
@@ -431,8 +434,11 @@ class SpecAgent:
         )
         outcome = response.outcome
         chosen = getattr(outcome, "option_id", None) if outcome.outcome == "selected" else "cancelled"
-        # The answer, in the client's words, goes into the transcript beside the loop's decision.
-        session.live.emit(Notice(f"the client answered {chosen} to {request.name}: {request.summary[:200]}"))
+        # The answer, in the client's words, goes into the transcript beside the loop's decision (not back
+        # to the client, who gave it).
+        session.live.recorder(
+            Notice(f"the client answered {chosen} to {request.name}: {request.summary[:200]}")
+        )
         if chosen == "allow_always":
             return ApprovalAnswer("always")
         return ApprovalAnswer("yes" if chosen == "allow_once" else "no")
