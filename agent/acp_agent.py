@@ -287,11 +287,10 @@ class SpecAgent:
             future.exception()  # (retrieved: a second caller may never wait on it)
             if isinstance(exc, AgentError):
                 last = (log_tail(log_path, 1) or [""])[0]
-                raise RequestError(
-                    -32000,
-                    _first_line(exc),
-                    {"message": str(exc), "log": str(log_path), "log_last_line": last},
-                ) from exc
+                # Clients show the message alone: it carries the log's last line, the likeliest reason.
+                said = _first_line(exc) + (f" (log: {last.strip()})" if last.strip() else "")
+                details = {"message": str(exc), "log": str(log_path), "log_last_line": last}
+                raise RequestError(-32000, said, details) from exc
             raise
         finally:
             self.starting.pop(key, None)
@@ -560,12 +559,15 @@ class SpecAgent:
         await session.outbox.join()
 
     async def _send_loop(self, session: AcpSession) -> None:
+        gone = False
         while True:
             update = await session.outbox.get()
             try:
-                await self.conn.session_update(session_id=session.session_id, update=update)
-            except Exception as exc:  # the client went: the work goes on to its end, unsent
-                log(f"acp: could not send an update: {exc}")
+                if not gone:
+                    await self.conn.session_update(session_id=session.session_id, update=update)
+            except Exception as exc:  # the client went: the work is wound up and recorded, unsent
+                gone = True
+                log(f"acp: the client no longer hears session {session.session_id}: {exc}")
             finally:
                 session.outbox.task_done()
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import acp
 import pytest
-from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
+from acp.schema import AllowedOutcome, DeniedOutcome, McpServerStdio, RequestPermissionResponse
 
 from agent.session import load_session
 from tests.scripted_server import ScriptedServer
-from tests.test_headless import agent, call, events_of
+from tests.test_headless import REPO, agent, call, events_of
 
 pytestmark = pytest.mark.slow  # each test starts `agent acp` as a process (about 1 s of imports)
 
@@ -404,3 +404,33 @@ def test_an_attached_file_reaches_the_model(tmp_path, isolated_state):
     [events] = transcripts(isolated_state)
     [said] = [e for e in events if e["type"] == "user.message"]
     assert said["typed"] == "Read this."
+
+
+def test_the_clients_mcp_servers_start_beside_the_users_own(tmp_path, isolated_state):
+    ws = workspace(tmp_path)
+    demo = str(REPO / "tests" / "mcp_servers" / "demo.py")
+    config = isolated_state.parent / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "config.toml").write_text(
+        f'[mcp_servers.mine]\ncommand = "{sys.executable}"\nargs = ["{demo}"]\n'
+    )
+    script = [
+        {"tool_calls": [call("mcp__demo__add", a=2, b=3), call("mcp__mine__shout", text="hi")]},
+        {"content": "5 and HI."},
+    ]
+
+    async def main(url: str):
+        client = RecordingClient(["allow_once", "allow_once"])
+        async with acp_agent(client, tmp_path, "--base-url", url) as (conn, _process):
+            servers = [McpServerStdio(name="demo", command=sys.executable, args=[demo], env=[])]
+            session = await conn.new_session(cwd=str(ws), mcp_servers=servers)
+            await conn.prompt(session_id=session.session_id, prompt=[acp.text_block("Add and shout.")])
+        return client
+
+    with ScriptedServer(script) as server:
+        client = run(main(server.url))
+        tools = {t["function"]["name"] for t in server.requests[0]["tools"]}
+    assert {"mcp__demo__add", "mcp__mine__shout"} <= tools
+    assert [u.kind for u in client.of("tool_call")] == ["fetch", "fetch"]
+    outputs = [u.content[0].content.text for u in client.of("tool_call_update") if u.status == "completed"]
+    assert outputs == ["5", "HI"]
