@@ -99,8 +99,8 @@ def assert_whole(history: list[dict]) -> None:
     assert calls and calls == results
 
 
-def run(coro) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, 120))
+def run(coro, timeout: float = 120) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
 def test_initialize_names_the_agent_and_its_capabilities(tmp_path):
