@@ -96,7 +96,8 @@ MODE_NAMES = {
     "read-only": ("Read-only", "Only reads run; nothing may change."),
 }
 FIGURES_META = "spec-agent/figures"  # the `_meta` key of a usage update
-# What a prompt says back when it ends without the model's answer; the stop reason says which.
+# How a prompt ended (the loop's outcome) as ACP's stop reason. The rest (a model that kept repeating
+# itself, a server that died) is the agent refusing to go on: "refusal", with the reason in the answer.
 STOP = {"completed": "end_turn", "limit": "max_turn_requests", "cancelled": "cancelled"}
 
 
@@ -160,7 +161,7 @@ class AcpSession:
     sender: asyncio.Task | None = None
     work: asyncio.Task | None = None  # the running prompt
     calls: dict[str, CallView] = field(default_factory=dict)
-    held: list[Any] = field(default_factory=list)  # updates from before the client knew the session
+    held: list[str] = field(default_factory=list)  # notices from before the client knew the session
     prompts: int = 0
     interrupted: bool = False  # the last prompt was cut off (a cancel, the client gone)
     closed: bool = False
@@ -270,10 +271,15 @@ class SpecAgent:
         loop = asyncio.get_running_loop()
         log_path = state_dir() / "logs" / f"{profile.name}-{profile.port}.log"
 
+        said: list[tuple[str, str]] = []
+
         def progress(elapsed: float, phase: str) -> None:
             if self.closing:  # the client went while the server loaded: `start` stops it
                 raise AgentError("the client closed the connection while the server started")
             last = (log_tail(log_path, 1) or [""])[0]
+            if said and said[-1] == (phase, last):  # (called every 0.25 s: only what changed)
+                return
+            said.append((phase, last))
             log(f"[{elapsed:5.1f}s] {profile.name}: {phase}  {last[:160]}")
             loop.call_soon_threadsafe(self._progress, profile.name, elapsed, phase, last)
 
@@ -465,7 +471,7 @@ class SpecAgent:
             yield acp.update_agent_thought_text(event.text)
         elif isinstance(event, ToolCallStarted):
             args = event.arguments if isinstance(event.arguments, dict) else {}
-            effect = getattr(session.live.agent.tools.tools.get(event.name), "effect", "exec")
+            effect = self._effect(session, event.name)
             path = session.workspace / args["path"] if isinstance(args.get("path"), str) else None
             view = CallView(
                 tool_kind(event.name, effect), tool_title(event.name, event.arguments, event.summary),
@@ -528,24 +534,29 @@ class SpecAgent:
             session_update="usage_update", used=used, size=max(size, used), field_meta={FIGURES_META: figures}
         )
 
+    @staticmethod
+    def _effect(session: AcpSession, name: str) -> str:
+        """read, edit or exec; a tool the registry does not know (a misspelt call) counts as exec."""
+        return getattr(session.live.agent.tools.tools.get(name), "effect", "exec")
+
     def _replay(self, session: AcpSession, event: dict[str, Any]) -> None:
-        """A recorded event as the client would have seen it live (load_session)."""
+        """A recorded event as the client saw it live (load_session): prompts, answers, tool calls."""
         kind = event["type"]
         if kind == "user.message":
             self._put(session, acp.update_user_message_text(event.get("typed") or event["content"]))
         elif kind == "assistant.message" and event["content"].strip():
             self._put(session, acp.update_agent_message_text(event["content"]))
         elif kind == "tool.call":
+            name, arguments = event["name"], event.get("arguments")
+            title = tool_title(name, arguments, event.get("summary", ""))
             self._put(session, acp.start_tool_call(
-                event["call_id"], tool_title(event["name"], event.get("arguments"), event.get("summary", "")),
-                kind=tool_kind(event["name"], "edit" if event["name"] in ("write_file", "edit_file", "multi_edit") else "read"),
-                status="pending", raw_input=event.get("arguments"),
+                event["call_id"], title, kind=tool_kind(name, self._effect(session, name)), status="pending",
+                raw_input=arguments,
             ))  # fmt: skip
         elif kind == "tool.result":
+            output = acp.tool_content(acp.text_block(event.get("output", "")[:8000]))
             status = "completed" if event.get("ok") else "failed"
-            self._put(session, acp.update_tool_call(
-                event["call_id"], status=status, content=[acp.tool_content(acp.text_block(event.get("output", "")[:8000]))],
-            ))  # fmt: skip
+            self._put(session, acp.update_tool_call(event["call_id"], status=status, content=[output]))
 
     # ------------------------------------------------------------------ sending
     def _put(self, session: AcpSession, update: Any) -> None:
