@@ -17,6 +17,7 @@ import acp
 import pytest
 from acp.schema import AllowedOutcome, DeniedOutcome, McpServerStdio, RequestPermissionResponse
 
+from agent.live_session import resumed_history
 from agent.session import load_session
 from tests.scripted_server import ScriptedServer
 from tests.test_headless import REPO, agent, call, events_of
@@ -92,8 +93,10 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def assert_whole(history: list[dict]) -> None:
-    """Every tool call of the history has its result, as the server requires of a request."""
+def assert_whole(state: Path, session_id: str) -> None:
+    """The recorded session, as a resume sends it (agent/live_session.py), gives every tool call its
+    result, as the server requires of a request."""
+    history = resumed_history(load_session(state, session_id))
     calls = {c["id"] for m in history if m["role"] == "assistant" for c in m.get("tool_calls", [])}
     results = {m["tool_call_id"] for m in history if m["role"] == "tool"}
     assert calls and calls == results
@@ -321,8 +324,9 @@ def test_cancel_during_a_long_command_ends_its_process_group(tmp_path, isolated_
     assert client.of("tool_call_update")[-1].status == "failed"  # not left running in the client
     [events] = transcripts(isolated_state)
     assert events[-1]["type"] == "session.finished" and events[-1]["outcome"] == "interrupted"
-    history = load_session(isolated_state, events[0]["session_id"]).history()
-    assert_whole(history)  # a resume can send it: the cancelled call has its result
+    assert_whole(
+        isolated_state, events[0]["session_id"]
+    )  # a resume can send it: the cancelled call has its result
 
 
 def test_hitting_the_turn_limit_ends_the_prompt_with_max_turn_requests(tmp_path, isolated_state):
@@ -434,3 +438,69 @@ def test_the_clients_mcp_servers_start_beside_the_users_own(tmp_path, isolated_s
     assert [u.kind for u in client.of("tool_call")] == ["fetch", "fetch"]
     outputs = [u.content[0].content.text for u in client.of("tool_call_update") if u.status == "completed"]
     assert outputs == ["5", "HI"]
+
+
+def test_cancel_while_the_client_is_asked_ends_the_prompt_and_runs_nothing(tmp_path, isolated_state):
+    ws = workspace(tmp_path)
+    script = [{"tool_calls": [call("bash", command="echo ran > ran.txt")]}, {"content": "unreachable"}]
+
+    class SlowClient(RecordingClient):
+        async def request_permission(self, session_id, tool_call, options, **meta):
+            self.asked.set()
+            await self.release.wait()  # the person has not answered yet; ACP says a cancel answers it so
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+
+    async def main(url: str):
+        client = SlowClient()
+        client.release = asyncio.Event()
+        async with acp_agent(client, tmp_path, "--base-url", url) as (conn, _process):
+            session = await conn.new_session(cwd=str(ws), mcp_servers=[])
+            sid = session.session_id
+            running = asyncio.create_task(conn.prompt(session_id=sid, prompt=[acp.text_block("Run it.")]))
+            await client.asked.wait()
+            await conn.cancel(session_id=sid)
+            client.release.set()
+            return await running
+
+    with ScriptedServer(script) as server:
+        reply = run(main(server.url))
+        assert len(server.requests) == 1
+    assert reply.stop_reason == "cancelled" and not (ws / "ran.txt").exists()
+    [events] = transcripts(isolated_state)
+    assert_whole(isolated_state, events[0]["session_id"])
+
+
+def test_a_model_server_that_dies_mid_answer_ends_the_prompt_as_a_refusal_with_the_reason(tmp_path):
+    ws = workspace(tmp_path)
+
+    async def main(url: str):
+        client = RecordingClient()
+        async with acp_agent(client, tmp_path, "--base-url", url) as (conn, _process):
+            session = await conn.new_session(cwd=str(ws), mcp_servers=[])
+            reply = await conn.prompt(session_id=session.session_id, prompt=[acp.text_block("Talk.")])
+        return client, reply
+
+    with ScriptedServer(default={"content": "x" * 400, "die_after_chunks": 3}) as server:
+        client, reply = run(main(server.url))
+    assert reply.stop_reason == "refusal"
+    assert "**Stopped:**" in client.text()  # why, in the answer
+
+
+def test_a_second_session_in_the_same_folder_finishes_the_first(tmp_path, isolated_state):
+    ws = workspace(tmp_path)
+
+    async def main(url: str):
+        client = RecordingClient()
+        async with acp_agent(client, tmp_path, "--base-url", url) as (conn, _process):
+            first = await conn.new_session(cwd=str(ws), mcp_servers=[])
+            second = await conn.new_session(cwd=str(ws), mcp_servers=[])  # Zed's "new thread"
+            reply = await conn.prompt(session_id=second.session_id, prompt=[acp.text_block("Hi.")])
+            with pytest.raises(acp.RequestError):
+                await conn.prompt(session_id=first.session_id, prompt=[acp.text_block("Hi.")])
+        return first.session_id, second.session_id, reply
+
+    with ScriptedServer() as server:
+        first, second, reply = run(main(server.url))
+    assert reply.stop_reason == "end_turn" and first != second
+    ended = {events[0]["session_id"]: events[-1]["type"] for events in transcripts(isolated_state)}
+    assert ended == {first: "session.finished", second: "session.finished"}

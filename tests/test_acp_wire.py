@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from agent.session import load_session
 from tests.scripted_server import ScriptedServer
 from tests.test_acp import alive, assert_whole, transcripts
 from tests.test_headless import call
@@ -124,4 +123,4 @@ def test_a_second_prompt_while_one_runs_is_refused_and_closing_stdin_mid_turn_ex
     assert code == 0 and not alive(pid)
     [events] = transcripts(isolated_state)
     assert events[-1]["type"] == "session.finished" and events[-1]["outcome"] == "interrupted"
-    assert_whole(load_session(isolated_state, events[0]["session_id"]).history())
+    assert_whole(isolated_state, events[0]["session_id"])
