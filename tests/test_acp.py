@@ -147,6 +147,8 @@ def test_a_prompt_streams_reasoning_a_tool_call_and_the_answer_and_is_recorded(t
 
     with ScriptedServer(script) as server:
         client, session, reply = run(main(server.url))
+        resumed = agent("run", "--resume", session.session_id, "--base-url", server.url)  # as any session
+    assert resumed.returncode == 0, resumed.stderr
     assert reply.stop_reason == "end_turn"
     assert "The notes say the answer is 42." in client.text()
     assert "not a git repository" in client.text("agent_thought_chunk")  # the opening notice
@@ -168,9 +170,9 @@ def test_a_prompt_streams_reasoning_a_tool_call_and_the_answer_and_is_recorded(t
     # Recorded like any other session: agent sessions and agent stats see it.
     [events] = transcripts(isolated_state)
     assert events[0]["session_id"] == session.session_id and events[0]["workspace"] == str(ws)
-    assert events[-1]["type"] == "session.finished"
+    assert [e["type"] for e in events].count("session.finished") == 2  # the ACP session, then the resume
     listed = json.loads(agent("sessions", "--json").stdout)
-    assert [(s["id"], s["turns"], s["outcome"]) for s in listed] == [(session.session_id, 2, "completed")]
+    assert [(s["id"], s["turns"], s["outcome"]) for s in listed] == [(session.session_id, 3, "completed")]
     assert agent("stats", session.session_id).returncode == 0
 
 
