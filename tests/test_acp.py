@@ -15,12 +15,14 @@ from typing import Any
 
 import acp
 import pytest
-from acp.schema import AllowedOutcome, DeniedOutcome, McpServerStdio, RequestPermissionResponse
+from acp.schema import AllowedOutcome, DeniedOutcome, HttpMcpServer, McpServerStdio, RequestPermissionResponse
 
 from agent.live_session import resumed_history
 from agent.session import load_session
+from tests.mcp_servers import DEMO, served
 from tests.scripted_server import ScriptedServer
 from tests.test_headless import REPO, agent, call, events_of
+from tools.sandbox import unavailable as sandbox_unavailable
 
 pytestmark = pytest.mark.slow  # each test starts `agent acp` as a process (about 1 s of imports)
 
@@ -412,7 +414,7 @@ def test_an_attached_file_reaches_the_model(tmp_path, isolated_state):
     assert said["typed"] == "Read this."
 
 
-def test_the_clients_mcp_servers_start_beside_the_users_own(tmp_path, isolated_state):
+def test_the_clients_mcp_servers_stdio_and_http_start_beside_the_users_own(tmp_path, isolated_state):
     ws = workspace(tmp_path)
     demo = str(REPO / "tests" / "mcp_servers" / "demo.py")
     config = isolated_state.parent / "config"
@@ -421,25 +423,30 @@ def test_the_clients_mcp_servers_start_beside_the_users_own(tmp_path, isolated_s
         f'[mcp_servers.mine]\ncommand = "{sys.executable}"\nargs = ["{demo}"]\n'
     )
     script = [
-        {"tool_calls": [call("mcp__demo__add", a=2, b=3), call("mcp__mine__shout", text="hi")]},
-        {"content": "5 and HI."},
-    ]
+        {"tool_calls": [
+            call("mcp__demo__add", a=2, b=3), call("mcp__web__shout", text="web"), call("mcp__mine__shout", text="hi"),
+        ]},
+        {"content": "5, WEB and HI."},
+    ]  # fmt: skip
 
-    async def main(url: str):
-        client = RecordingClient(["allow_once", "allow_once"])
+    async def main(url: str, web: str):
+        client = RecordingClient(["allow_once"] * 3)
         async with acp_agent(client, tmp_path, "--base-url", url) as (conn, _process):
-            servers = [McpServerStdio(name="demo", command=sys.executable, args=[demo], env=[])]
+            servers = [
+                McpServerStdio(name="demo", command=sys.executable, args=[demo], env=[]),
+                HttpMcpServer(type="http", name="web", url=web, headers=[]),
+            ]
             session = await conn.new_session(cwd=str(ws), mcp_servers=servers)
             await conn.prompt(session_id=session.session_id, prompt=[acp.text_block("Add and shout.")])
         return client
 
-    with ScriptedServer(script) as server:
-        client = run(main(server.url))
+    with ScriptedServer(script) as server, served(DEMO) as web:
+        client = run(main(server.url, web))
         tools = {t["function"]["name"] for t in server.requests[0]["tools"]}
-    assert {"mcp__demo__add", "mcp__mine__shout"} <= tools
-    assert [u.kind for u in client.of("tool_call")] == ["fetch", "fetch"]
+    assert {"mcp__demo__add", "mcp__web__shout", "mcp__mine__shout"} <= tools
+    assert [u.kind for u in client.of("tool_call")] == ["fetch", "fetch", "fetch"]
     outputs = [u.content[0].content.text for u in client.of("tool_call_update") if u.status == "completed"]
-    assert outputs == ["5", "HI"]
+    assert outputs == ["5", "WEB", "HI"]
 
 
 def test_cancel_while_the_client_is_asked_ends_the_prompt_and_runs_nothing(tmp_path, isolated_state):
@@ -506,3 +513,32 @@ def test_a_second_session_in_the_same_folder_finishes_the_first(tmp_path, isolat
     assert reply.stop_reason == "end_turn" and first != second
     ended = {events[0]["session_id"]: events[-1]["type"] for events in transcripts(isolated_state)}
     assert ended == {first: "session.finished", second: "session.finished"}
+
+
+@pytest.mark.skipif(bool(sandbox_unavailable()), reason=f"no sandbox here: {sandbox_unavailable()}")
+def test_deny_rules_and_the_sandbox_hold_in_full_auto(tmp_path, isolated_state):
+    ws = workspace(tmp_path)
+    (ws / "notes.txt").write_text("keep\n")
+    outside = tmp_path / "outside.txt"
+    config = isolated_state.parent / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "config.toml").write_text('approval = "full-auto"\n[permissions.deny]\nbash = ["rm *"]\n')
+    script = [
+        {"tool_calls": [call("bash", command="rm notes.txt")]},  # denied by the rule, not asked
+        {"tool_calls": [call("bash", command=f"echo escaped > {outside}")]},  # runs, sandboxed
+        {"content": "Done."},
+    ]
+
+    async def main(url: str):
+        client = RecordingClient(["allow_once", "allow_once"])
+        async with acp_agent(client, tmp_path, "--base-url", url) as (conn, _process):
+            session = await conn.new_session(cwd=str(ws), mcp_servers=[])
+            await conn.prompt(session_id=session.session_id, prompt=[acp.text_block("Clean up.")])
+        return client
+
+    with ScriptedServer(script) as server:
+        client = run(main(server.url))
+    assert client.permissions == [] and (ws / "notes.txt").read_text() == "keep\n" and not outside.exists()
+    [denied, sandboxed] = [u for u in client.of("tool_call_update") if u.status in ("completed", "failed")]
+    assert denied.status == "failed" and "rm *" in denied.content[0].content.text
+    assert sandboxed.raw_output["sandboxed"] is True
