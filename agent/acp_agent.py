@@ -5,7 +5,7 @@ through `open_session` (agent/live_session.py), turns the session's events into 
 approvals by asking the client (`session/request_permission`). It assembles nothing itself.
 
 stdout is the protocol's alone: the real stdout is kept for it and file descriptor 1 is pointed at stderr
-before anything else runs, so a stray print, or a child process that writes to its inherited stdout,
+before the first message is read, so a stray print, or a child process that writes to its inherited stdout,
 cannot corrupt the stream. Logs go to stderr (editors keep an agent's stderr in their logs).
 
 One process serves many sessions. The server connection of a profile is opened once (in a thread, so
@@ -23,6 +23,7 @@ import json
 import os
 import sys
 from argparse import Namespace
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,6 +181,9 @@ class SpecAgent:
         self.sessions: dict[str, AcpSession] = {}
         self.connections: dict[str, Connection] = {}
         self.servers = ExitStack()  # the connections this process opened, closed when the client goes
+        # Starts run here, not in asyncio's pool: a client that goes mid-start cancels the request, not
+        # the thread, and the shutdown must wait for the thread before it closes what it opened.
+        self.starter = ThreadPoolExecutor(max_workers=2, thread_name_prefix="agent-acp-start")
         self.starting: dict[str, asyncio.Future] = {}
         self.closing = False
         self.notes: set[asyncio.Task] = set()
@@ -287,7 +291,8 @@ class SpecAgent:
         self.starting[key] = future
         try:
             opening = connect(settings, profile, start_progress=progress)
-            connection = await asyncio.to_thread(self.servers.enter_context, opening)
+            started = self.starter.submit(self.servers.enter_context, opening)
+            connection = await asyncio.wrap_future(started)
         except BaseException as exc:
             future.set_exception(exc)
             future.exception()  # (retrieved: a second caller may never wait on it)
@@ -605,6 +610,7 @@ class SpecAgent:
         for session in list(self.sessions.values()):
             await self._close(session)
         self.sessions.clear()
+        await asyncio.to_thread(self.starter.shutdown, wait=True)  # a start under way fails at its next check
         await asyncio.to_thread(self.servers.close)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import acp
 import pytest
 
+from agent.server.registry import ServerRegistry
 from agent.trust import trust
 from tests.conftest import FIXTURES, free_port
 from tests.gguf_files import CHAT_TEMPLATE, write_gguf
@@ -107,3 +108,25 @@ def test_an_unreachable_base_url_answers_new_session_with_an_error(tmp_path):
     failure = run(main())
     assert failure.code == -32000 and "127.0.0.1" in str(failure)
     assert "Traceback" not in (tmp_path / "acp-stderr.log").read_text()
+
+
+def test_the_client_going_while_the_server_loads_leaves_no_server(tmp_path, isolated_state):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    body = f'sleep 3\ncd "{REPO}"\nexec "{sys.executable}" -m tests.scripted_server --as-llama-server "$@"\n'
+    workspace_profile(tmp_path, ws, "slow", body)
+
+    async def main():
+        client = RecordingClient()
+        async with acp_agent(client, tmp_path, "-p", "slow") as (conn, process):
+            opening = asyncio.create_task(conn.new_session(cwd=str(ws), mcp_servers=[]))
+            while not client.extensions:  # the server is loading
+                await asyncio.sleep(0.05)
+            process.stdin.close()  # the editor quits
+            code = await asyncio.wait_for(process.wait(), 30)
+            opening.cancel()
+        return code
+
+    assert run(main()) == 0
+    # (the conftest fails the test if a server it registered is still running: ServerRegistry.running())
+    assert ServerRegistry(isolated_state).running() == []
