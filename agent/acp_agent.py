@@ -186,7 +186,7 @@ class SpecAgent:
         self.starter = ThreadPoolExecutor(max_workers=2, thread_name_prefix="agent-acp-start")
         self.starting: dict[str, asyncio.Future] = {}
         self.closing = False
-        self.notes: set[asyncio.Task] = set()
+        self.background: set[asyncio.Task] = set()  # progress notifications on their way
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -317,8 +317,8 @@ class SpecAgent:
             task = asyncio.ensure_future(
                 self._quietly(self.conn.ext_notification("spec-agent/server_progress", params))
             )
-            self.notes.add(task)  # (a task nobody holds may be collected before it runs)
-            task.add_done_callback(self.notes.discard)
+            self.background.add(task)  # (a task nobody holds may be collected before it runs)
+            task.add_done_callback(self.background.discard)
 
     @staticmethod
     async def _quietly(coro) -> None:
@@ -660,8 +660,8 @@ def client_servers(servers: list, taken: set[str]) -> dict[str, MCPServerConfig]
 
 # ---------------------------------------------------------------------------------- the wire
 class StrictNdjson(NdjsonTransport):
-    """The SDK's framing, with JSON-RPC's answers to bad input: the SDK logs a line that does not parse
-    and a message that is not an object and goes on (the client never hears), or fails on the latter."""
+    """The SDK's framing, with JSON-RPC's answers to bad input. The SDK only logs a line that does not
+    parse (the client never hears of it), and its receive loop fails on JSON that is not an object."""
 
     async def receive(self) -> dict[str, Any] | None:
         while True:
