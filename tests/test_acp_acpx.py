@@ -92,3 +92,46 @@ def test_acpx_denying_everything_leaves_the_file_and_the_model_hears_why(tmp_pat
     assert "declined" in told
     [events] = transcripts(isolated_state)
     assert [e["decision"] for e in events if e["type"] == "permission.decided"] == ["allow", "deny"]
+
+
+def test_an_acpx_session_lives_across_invocations_switches_mode_and_closes_with_nothing_left(
+    tmp_path, isolated_state
+):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    script = [
+        {"content": "First answer: I will remember 7."},
+        {"tool_calls": [call("bash", command="echo hi > hi.txt")]},  # full-auto by then: not asked
+        {"content": "Second answer: ran it."},
+    ]
+    env = {**os.environ, "HOME": str(tmp_path / "home")}  # acpx keeps its sessions under ~/.acpx
+
+    with ScriptedServer(script) as server:
+        command = shlex.join([sys.executable, "-m", "agent", "acp", "--base-url", server.url])
+
+        def acpx_(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run(["acpx", "--agent", command, "--ttl", "30", *args], capture_output=True,
+                                  text=True, timeout=120, cwd=ws, env=env)  # fmt: skip
+
+        steps = [acpx_("sessions", "new"), acpx_("prompt", "Remember 7."), acpx_("set-mode", "full-auto")]
+        steps.append(acpx_("prompt", "Run it."))
+        kept = [p for p in Path("/proc").glob("[0-9]*") if _runs(p, command)]  # acpx's queue owner holds it
+        steps.append(acpx_("sessions", "close"))
+        second_request = server.requests[1]["messages"]
+    assert [s.returncode for s in steps] == [0] * 5, [s.stderr for s in steps]
+    assert "First answer" in steps[1].stdout and "Second answer: ran it." in steps[3].stdout
+    assert (ws / "hi.txt").read_text() == "hi\n"
+    assert any(m["role"] == "assistant" and "First answer" in m["content"] for m in second_request)
+    [events] = transcripts(isolated_state)  # one session, across three acpx invocations
+    assert any(e["type"] == "notice" and "full-auto (set by the client)" in e["message"] for e in events)
+    assert len(kept) == 1 and not [p for p in Path("/proc").glob("[0-9]*") if _runs(p, command)]  # closed
+
+
+def _runs(proc: Path, command: str) -> bool:
+    try:
+        state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        return (
+            state != "Z" and (proc / "cmdline").read_bytes().replace(b"\0", b" ").strip() == command.encode()
+        )
+    except OSError:
+        return False
