@@ -3,18 +3,20 @@ scripted model server. Skipped, saying why, where acpx is not installed (`npm in
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.scripted_server import ScriptedServer
-from tests.test_acp import transcripts
+from tests.test_acp import alive, transcripts
 from tests.test_headless import call
 
 pytestmark = [
@@ -135,3 +137,35 @@ def _runs(proc: Path, command: str) -> bool:
         )
     except OSError:
         return False
+
+
+def test_acpx_cancel_stops_a_running_command_and_the_prompt_ends_cancelled(tmp_path, isolated_state):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    config = isolated_state.parent / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "config.toml").write_text('approval = "full-auto"\n')
+    script = [{"tool_calls": [call("bash", command="sleep 300 & echo $! > pid.txt; wait")]}]
+    env = {**os.environ, "HOME": str(tmp_path / "home")}
+
+    with ScriptedServer(script) as server:
+        command = shlex.join([sys.executable, "-m", "agent", "acp", "--base-url", server.url])
+        argv = ["acpx", "--agent", command, "--ttl", "30"]
+        run_ = functools.partial(subprocess.run, capture_output=True, text=True, timeout=120, cwd=ws, env=env)
+        assert run_([*argv, "sessions", "new"]).returncode == 0
+        prompt = subprocess.Popen(
+            [*argv, "prompt", "Wait."], stdout=subprocess.PIPE, text=True, cwd=ws, env=env
+        )
+        pid_file = ws / "pid.txt"
+        deadline = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text().strip()):
+            assert time.monotonic() < deadline and prompt.poll() is None
+            time.sleep(0.05)
+        cancelled = run_([*argv, "cancel"])
+        output, _ = prompt.communicate(timeout=60)
+        closed = run_([*argv, "sessions", "close"])
+    assert cancelled.returncode == 0 and closed.returncode == 0
+    assert prompt.returncode == 0 and "[done] cancelled" in output
+    assert not alive(int(pid_file.read_text()))
+    [events] = transcripts(isolated_state)
+    assert any(e["type"] == "error" and e["error"] == "interrupted" for e in events)
