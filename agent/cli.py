@@ -25,6 +25,7 @@ HANDLERS = {
     ("stats",): "agent.commands.stats:cmd_stats",
     ("run",): "agent.headless:cmd_run",
     ("new",): "agent.scaffold:cmd_new",
+    ("acp",): "agent.acp_agent:cmd_acp",
     ("sessions",): "agent.commands.sessions:cmd_sessions",
     ("undo",): "agent.commands.undo:cmd_undo",
     ("trust",): "agent.commands.trust:cmd_trust",
@@ -277,6 +278,21 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("server")
     call.add_argument("tool", help="the tool's name on its server, e.g. add (not mcp__demo__add)")
     call.add_argument("arguments", nargs="?", default="{}", metavar="JSON", help="a JSON object (default {})")
+
+    acp = commands.add_parser(
+        "acp", help="serve ACP (Agent Client Protocol) on stdin/stdout, for Zed, Toad, acpx and other editors",
+        description="An ACP agent on stdin/stdout: stdout carries protocol messages only, logs go to stderr. "
+        "Each session opens in the folder the client names, on the profile given here.",
+    )  # fmt: skip
+    acp_server = acp.add_mutually_exclusive_group()
+    acp_server.add_argument("-p", "--profile", help="server profile (default: settings)")
+    acp_server.add_argument(
+        "--base-url", help="attach to this OpenAI-compatible server (also AGENT_BASE_URL)"
+    )
+    acp.add_argument(
+        "--no-figures", action="store_true",
+        help="no figures line in the answer after each turn (they still travel as a usage update)",
+    )  # fmt: skip
 
     sessions = commands.add_parser("sessions", help="past sessions: time, task, profile, turns, outcome")
     sessions.add_argument("--json", action="store_true")

@@ -56,6 +56,7 @@ LAYERS: dict[str, list[str]] = {
     "front": [
         "agent.tui.*",
         "agent.headless",
+        "agent.acp_agent",  # `agent acp`: the ACP front end
         "agent.scaffold",
         "agent.bench",
         "agent.bench_charts",

@@ -241,6 +241,7 @@ class _Proc:
     start: int  # clock ticks after boot: with the pid, it names one process even after pids wrap
     uid: int
     threads: int
+    state: str = ""  # "Z": a zombie, dead but not yet reaped
 
 
 def process_table() -> dict[int, _Proc]:
@@ -259,7 +260,9 @@ def process_table() -> dict[int, _Proc]:
                 data = f.read()
             fields = data[data.rindex(b")") + 2 :].split()  # the name may hold spaces and parentheses
             pid = int(entry.name)
-            table[pid] = _Proc(pid, int(fields[1]), int(fields[2]), int(fields[19]), uid, int(fields[17]))
+            table[pid] = _Proc(
+                pid, int(fields[1]), int(fields[2]), int(fields[19]), uid, int(fields[17]), fields[0].decode()
+            )
         except (OSError, ValueError, IndexError):
             continue  # it ended while we looked
     return table
@@ -297,7 +300,11 @@ def _signal_tree(pgid: int, escaped: list[_Proc], sig: signal.Signals) -> bool:
         os.killpg(pgid, sig)
     except ProcessLookupError:
         alive = False
-    current = process_table() if escaped else {}
+    current = process_table()
+    if alive and current and all(p.state == "Z" for p in current.values() if p.pgid == pgid):
+        # A group of zombies takes signals but is dead: where PID 1 does not reap orphans (a container
+        # without an init), a killed `sleep` stays one, and the SIGKILL loop spun its full second.
+        alive = False
     for proc in escaped:
         now = current.get(proc.pid)
         if now is not None and now.start == proc.start:  # the same process, not a reused pid

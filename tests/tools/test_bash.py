@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tools.bash import Bash, BashArgs, CappedOutput
+from tools.bash import Bash, BashArgs, CappedOutput, _signal_tree
 
 
 def alive(pid: int, settle: float = 2.0) -> bool:
@@ -114,3 +116,17 @@ async def test_no_orphans_after_many_commands(ctx):
         await Bash().run(BashArgs(command="true"), ctx)
     leftover = [p for p in set(os.listdir("/proc")) - before if p.isdigit() and alive(int(p), settle=0)]
     assert not [p for p in leftover if Path(f"/proc/{p}/comm").read_text().strip() == "bash"]
+
+
+def test_a_process_group_left_only_with_zombies_counts_as_ended():
+    # Where PID 1 does not reap orphans (this CI box, a container without an init), a killed command's
+    # children stay zombies; signalling them still succeeds, and a cancel waited a second for nothing.
+    child = subprocess.Popen(["true"], start_new_session=True)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    try:
+        assert _signal_tree(child.pid, [], signal.SIGKILL) is False  # exited, not yet reaped: ended
+    finally:
+        child.wait()
