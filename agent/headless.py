@@ -513,11 +513,8 @@ def _start_progress(label: str):
     return progress
 
 
-def _announce_build() -> None:
-    print(
-        "the embedded llama-server is not built yet: building it once (about 6 min on 2 cores)",
-        file=sys.stderr,
-    )
+def _announce_build(message: str) -> None:
+    print(message, file=sys.stderr)
 
 
 class Terminated(BaseException):

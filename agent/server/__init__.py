@@ -11,7 +11,7 @@ from pathlib import Path
 
 from agent.config import Settings, cache_dir, state_dir
 from agent.errors import ServerError
-from agent.server.build import Progress, embedded_build, install
+from agent.server.build import EmbeddedBuild, Progress, embedded_build, install
 from agent.server.embedded_model import (
     EMBEDDED_MODELS,
     TINY,
@@ -19,21 +19,34 @@ from agent.server.embedded_model import (
     embedded_model_installed,
     embedded_model_path,
 )
+from agent.server.gpu import BackendChoice, announce, choose_build
 from agent.server.lifecycle import MachinePaths
 from agent.server.profiles import ServerProfile
 
 
+def select_build(
+    settings: Settings, requested: BackendChoice | None = None, extra_cmake_args: tuple[str, ...] = ()
+) -> EmbeddedBuild:
+    """The embedded build for this machine: CPU or CUDA (`requested`, else settings.build, else found)."""
+    user_args = (*settings.cmake_args, *extra_cmake_args)
+    choice = choose_build(requested or settings.build, user_args)
+    return embedded_build(cache_dir(), settings.llama_cpp_version, user_args, choice)
+
+
 def machine_paths(
-    settings: Settings, build_progress: Progress | None = None, on_build: Callable[[], None] | None = None
+    settings: Settings, build_progress: Progress | None = None, on_build: Callable[[str], None] | None = None
 ) -> MachinePaths:
-    """This machine's folders, with the embedded binary built on first use (announced via `on_build`)."""
+    """This machine's folders, with the embedded binary built on first use (announced via `on_build`,
+    which gets what is built and how long to expect, before the build starts)."""
     cache = cache_dir()
-    build = embedded_build(cache, settings.llama_cpp_version, settings.cmake_args)
+    build = select_build(settings)
 
     def embedded_binary() -> Path:
         if not build.is_installed():
             if on_build:
-                on_build()
+                for note in build.choice.notes:
+                    on_build(note)
+                on_build(f"the embedded llama-server is not built yet: {announce(build.choice)}")
             install(build, cache, build_progress or (lambda _f, _m: None))
         return build.binary
 
@@ -88,9 +101,11 @@ def profile_status(profile: ServerProfile, settings: Settings) -> str:
         missing.append(profile.binary + " unset")
     if missing:
         return "missing: " + ", ".join(missing)
-    if (
-        profile.kind == "embedded"
-        and not embedded_build(cache_dir(), settings.llama_cpp_version, settings.cmake_args).is_installed()
-    ):
-        return "builds on first start"
+    if profile.kind == "embedded":
+        try:
+            installed = select_build(settings).is_installed()
+        except ServerError as exc:  # build = "cuda" without nvcc: say what is missing, don't raise here
+            return f"missing: {exc.what}"
+        if not installed:
+            return "builds on first start"
     return "ready"
