@@ -34,7 +34,10 @@ def cmd_install(args: Namespace, settings: Settings) -> int:
     for line in build.choice.notes:
         console.note(line)
     if requested and requested != settings.build:
-        runs_get = choose_build(settings.build, tuple(settings.cmake_args)).backend
+        try:
+            runs_get = choose_build(settings.build, tuple(settings.cmake_args)).backend
+        except ServerError:  # the runs' own choice cannot be built here; their start will say why
+            runs_get = settings.build
         if runs_get != build.backend:
             console.note(
                 f'note: runs use the {runs_get} build unless told otherwise: set build = "{build.backend}" '

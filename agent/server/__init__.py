@@ -5,6 +5,7 @@ This package knows nothing of the agent loop or of any front end.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -39,9 +40,15 @@ def machine_paths(
     """This machine's folders, with the embedded binary built on first use (announced via `on_build`,
     which gets what is built and how long to expect, before the build starts)."""
     cache = cache_dir()
-    build = select_build(settings)
+
+    @functools.cache
+    def embedded_build_here() -> EmbeddedBuild:
+        # Chosen on first use, not here: a profile that runs its own binary must start even where the
+        # embedded build cannot be chosen (build = "cuda" without nvcc).
+        return select_build(settings)
 
     def embedded_binary() -> Path:
+        build = embedded_build_here()
         if not build.is_installed():
             if on_build:
                 for note in build.choice.notes:
@@ -52,6 +59,7 @@ def machine_paths(
 
     def embedded_templates() -> Path:
         embedded_binary()
+        build = embedded_build_here()
         if not build.templates.is_dir():
             raise ServerError(
                 f"the embedded build at {build.root} has no chat templates",

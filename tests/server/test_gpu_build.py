@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from agent.config import load_settings
 from agent.errors import ServerError
-from agent.server import gpu
+from agent.server import gpu, machine_paths
 from agent.server.build import BASE_CMAKE_ARGS, build_key, embedded_build
 from agent.server.gpu import choose_build, list_devices, parse_list_devices
 from agent.server.lifecycle import MachinePaths, plan_launch
-from agent.server.profiles import get_profile
+from agent.server.profiles import Speculative, get_profile
 from tests.conftest import FIXTURES
 from tests.gguf_files import write_gguf
 
@@ -286,3 +287,24 @@ def test_a_profile_that_names_its_layers_keeps_them_and_asks_nothing(tmp_path: P
     plan = plan_tiny(tmp_path, binary, gpu_layers=10)
     assert plan.argv[plan.argv.index("-ngl") + 1] == "10"
     assert not (tmp_path / "gpu" / "list-devices.calls").exists()
+
+
+def test_a_draft_model_goes_to_the_gpu_too(tmp_path: Path) -> None:
+    draft = write_gguf(tmp_path / "models" / "d.gguf", "gemma3")
+    plan = plan_tiny(
+        tmp_path,
+        fake_server(tmp_path / "gpu", H200_DEVICES),
+        speculative=Speculative(type="draft-simple", draft_model=str(draft)),
+    )
+    assert plan.argv[plan.argv.index("-ngl") + 1] == "all"
+    assert plan.argv[plan.argv.index("--spec-draft-ngl") + 1] == "all"
+
+
+def test_the_build_is_chosen_only_when_the_embedded_binary_is_needed(machine: Path, monkeypatch) -> None:
+    # AGENT_BUILD=cuda without nvcc: a profile with its own binary still plans; the embedded one says why.
+    monkeypatch.setenv("AGENT_BUILD", "cuda")
+    settings = load_settings()
+    assert settings.build == "cuda"
+    paths = machine_paths(settings)
+    with pytest.raises(ServerError, match="nvcc"):
+        paths.embedded_binary()
