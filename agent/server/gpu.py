@@ -173,7 +173,7 @@ def choose_build(requested: BackendChoice = "auto", user_cmake_args: tuple[str, 
     if nvcc is None:
         raise ServerError(
             "cannot build llama-server for CUDA: `nvcc` is not installed",
-            "--cuda compiles the GPU kernels with the CUDA toolkit's compiler; it is neither on PATH "
+            "A CUDA build compiles the GPU kernels with the CUDA toolkit's compiler; it is neither on PATH "
             f"nor in {', '.join(map(str, CUDA_BIN_DIRS))}.",
             "Install the CUDA toolkit (https://developer.nvidia.com/cuda-downloads; Debian/Ubuntu: apt "
             "install nvidia-cuda-toolkit) and put its bin/ on PATH, or build for the CPU with --cpu.",
@@ -188,7 +188,7 @@ def choose_build(requested: BackendChoice = "auto", user_cmake_args: tuple[str, 
         )
     args = list(CUDA_CMAKE_ARGS)
     if user_arch is None:
-        args.append("-DCMAKE_CUDA_ARCHITECTURES=" + ";".join(sorted({g.arch for g in gpus})))
+        args.append("-DCMAKE_CUDA_ARCHITECTURES=" + ";".join(sorted({g.arch for g in gpus}, key=int)))
     if shutil.which("nvcc") is None:
         args.append(f"-DCMAKE_CUDA_COMPILER={nvcc}")  # found outside PATH: CMake would not see it
     notes = (f"CUDA architecture {user_arch} (asked for)",) if user_arch is not None else ()

@@ -132,7 +132,7 @@ def test_forced_cuda_without_toolkit_says_what_why_and_what_to_do(machine: Path)
         choose_build("cuda")
     error = caught.value
     assert "nvcc" in error.what
-    assert "CUDA toolkit's compiler" in error.why
+    assert "CUDA build compiles the GPU kernels with the CUDA toolkit's compiler" in error.why
     assert "Install the CUDA toolkit" in error.fix and "--cpu" in error.fix
 
 
@@ -159,11 +159,11 @@ def test_nvcc_outside_path_is_found_and_named_to_cmake(machine: Path, tmp_path: 
 
 
 def test_two_architectures_build_both_and_say_so_in_the_key(machine: Path, tmp_path: Path) -> None:
-    fake_nvidia_smi(machine, "NVIDIA H200, 9.0", "NVIDIA GeForce RTX 4090, 8.9")
+    fake_nvidia_smi(machine, "NVIDIA B200, 10.0", "NVIDIA H200, 9.0", "NVIDIA GeForce RTX 4090, 8.9")
     fake_nvcc(machine)
     choice = choose_build("auto")
-    assert "-DCMAKE_CUDA_ARCHITECTURES=89;90" in choice.cmake_args
-    assert embedded_build(tmp_path, VERSION, (), choice).root.name.startswith(f"{VERSION}-cuda89-90-")
+    assert "-DCMAKE_CUDA_ARCHITECTURES=89;90;100" in choice.cmake_args  # in numeric order
+    assert embedded_build(tmp_path, VERSION, (), choice).root.name.startswith(f"{VERSION}-cuda89-90-100-")
 
 
 def test_cpu_and_cuda_builds_are_cached_side_by_side(machine: Path, tmp_path: Path) -> None:
