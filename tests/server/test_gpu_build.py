@@ -158,7 +158,7 @@ def test_nvcc_outside_path_is_found_and_named_to_cmake(machine: Path, tmp_path: 
     assert choice.cmake_args == (*CUDA_ARGS, f"-DCMAKE_CUDA_COMPILER={nvcc}")
 
 
-def test_two_architectures_build_both_and_say_so_in_the_key(machine: Path, tmp_path: Path) -> None:
+def test_several_architectures_build_all_and_say_so_in_the_key(machine: Path, tmp_path: Path) -> None:
     fake_nvidia_smi(machine, "NVIDIA B200, 10.0", "NVIDIA H200, 9.0", "NVIDIA GeForce RTX 4090, 8.9")
     fake_nvcc(machine)
     choice = choose_build("auto")
