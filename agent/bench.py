@@ -36,7 +36,7 @@ from agent.events import Event, TurnStarted
 from agent.live_session import open_session
 from agent.llm import Completion, Endpoint, ModelClient
 from agent.loop import Agent, Limits
-from agent.telemetry import TelemetryLog, TurnStats, summarise_turns
+from agent.telemetry import TelemetryLog, TurnStats, per_position_rates, summarise_turns
 
 SCHEMA = "spec-agent.bench/1"
 
@@ -287,6 +287,8 @@ def summarise(results: list[BenchResult]) -> dict[str, dict[str, Any]]:
         )
         row["figures"] = {name: s.to_dict() if s else None for name, s in figures.items()}
         row["per_prompt"] = per_prompt(rows)
+        # Where in a draft the tokens stop being accepted: the case for a longer or shorter draft.
+        row["acceptance_per_position"] = per_position_rates([r.stats for r in rows])
         row["speedup"] = None
         if profile != baseline:
             runs = _run_medians(rows)

@@ -2,7 +2,8 @@
 
 speed.png/.svg: generation tok/s per prompt and profile (the median of the runs, whiskers from min to
 max), each speculative bar labelled with its ratio to the first profile; acceptance.png/.svg: draft
-tokens accepted / drafted per prompt. Figures are built without pyplot (no global state, no display).
+tokens accepted / drafted per prompt; acceptance_per_position.png/.svg (when the server counts them,
+llama-server's /metrics): per draft position, the share of drafts whose token there was accepted. Figures are built without pyplot (no global state, no display).
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#d
 
 def draw_charts(doc: dict[str, Any], out: Path) -> list[Path]:
     written = []
-    for name, draw in (("speed", speed_chart), ("acceptance", acceptance_chart)):
+    charts = [("speed", speed_chart), ("acceptance", acceptance_chart)]
+    if any((row or {}).get("acceptance_per_position") for row in doc["summary"].values()):
+        charts.append(("acceptance_per_position", position_chart))
+    for name, draw in charts:
         fig = draw(doc)
         for ext in ("png", "svg"):
             path = out / f"{name}.{ext}"
@@ -171,6 +175,36 @@ def acceptance_chart(doc: dict[str, Any]):
             )  # fmt: skip
     if drafting:
         ax.legend(loc="upper right", fontsize=9, frameon=False)
+    fig.text(0.01, 0.0, _footer(doc), fontsize=7, color="#555555", va="bottom", family="monospace")
+    fig.get_layout_engine().set(h_pad=0.45)
+    return fig
+
+
+def position_chart(doc: dict[str, Any]):
+    """One line per drafting profile: position 1 is the first drafted token. A line that falls fast
+    says the drafts are longer than what gets accepted."""
+    summary = doc["summary"]
+    fig, ax = _figure(height=5.0)
+    ax.set_title(
+        "Acceptance by draft position: drafts whose token there was accepted, all runs",
+        loc="left",
+        fontsize=11,
+    )
+    top = 1
+    for k, profile in enumerate(summary):
+        per_position = summary[profile].get("acceptance_per_position")
+        if not per_position:
+            continue
+        rates = [100 * r for r in per_position["rate"]]
+        xs = list(range(1, len(rates) + 1))
+        top = max(top, len(rates))
+        label = f"{_label(profile, doc)}: {per_position['drafts']} drafts"
+        ax.plot(xs, rates, marker="o", markersize=3, color=COLOURS[k % len(COLOURS)], label=label)
+    ax.set_xlim(0.5, top + 0.5)
+    ax.set_ylim(0, 105)
+    ax.set_xlabel("draft position")
+    ax.set_ylabel("accepted %")
+    ax.legend(loc="upper right", fontsize=9, frameon=False)
     fig.text(0.01, 0.0, _footer(doc), fontsize=7, color="#555555", va="bottom", family="monospace")
     fig.get_layout_engine().set(h_pad=0.45)
     return fig

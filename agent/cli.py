@@ -95,6 +95,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="extra CMake option, repeatable, e.g. --cmake-arg=-DGGML_CUDA=ON",
     )
     install.add_argument("--jobs", "-j", type=int, help="parallel compile jobs (default: all cores)")
+    backend = install.add_mutually_exclusive_group()
+    backend.add_argument(
+        "--cuda",
+        dest="backend",
+        action="store_const",
+        const="cuda",
+        help="build for the NVIDIA GPU (needs nvcc); default: CUDA when a GPU and nvcc are found",
+    )
+    backend.add_argument(
+        "--cpu", dest="backend", action="store_const", const="cpu", help="build for the CPU even with a GPU"
+    )
     install.add_argument("--force", action="store_true", help="rebuild even if this build is cached")
 
     server_cmds.add_parser("profiles", help="list the server profiles and whether each can start here")

@@ -59,6 +59,11 @@ class Settings(BaseModel):
         default_factory=list,
         description="Extra CMake options for the embedded build, e.g. ['-DGGML_CUDA=ON'].",
     )
+    build: Literal["auto", "cpu", "cuda"] = Field(
+        "auto",
+        description="Which embedded llama-server runs use: 'auto' is CUDA when an NVIDIA GPU and nvcc "
+        "are found, else the CPU build (AGENT_BUILD).",
+    )
     approval: ApprovalMode = Field("ask", description="How tool calls are approved.")
     permissions: PermissionRules = Field(default_factory=PermissionRules)
     max_turns: int = Field(40, ge=1, description="Model requests per task before the agent stops.")
@@ -90,6 +95,7 @@ ENV_FIELDS = {
     "AGENT_BASE_URL": "base_url",
     "AGENT_API_KEY": "api_key",
     "AGENT_MODELS_DIR": "models_dir",
+    "AGENT_BUILD": "build",
 }
 
 

@@ -97,7 +97,7 @@ async def open_session(
     mcp: MCPServers | None = None,
     start_progress: StartProgress | None = None,
     build_progress: Progress | None = None,
-    on_build: Callable[[], None] | None = None,
+    on_build: Callable[[str], None] | None = None,
     keep_running: bool = False,
 ) -> AsyncIterator[LiveSession]:
     """A live session in `workspace` on `profile`'s server; every event goes to the recorder, then to

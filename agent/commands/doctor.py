@@ -12,10 +12,11 @@ from pathlib import Path
 from agent import __version__, console
 from agent.config import PROJECT_CONFIG, Settings, cache_dir, config_dir, state_dir
 from agent.errors import AgentError
-from agent.server import profile_status
-from agent.server.build import build_info, embedded_build
+from agent.server import profile_status, select_build
+from agent.server.build import build_info
 from agent.server.dialect import read_capabilities
 from agent.server.embedded_model import EMBEDDED_MODELS, embedded_model_installed, embedded_model_status
+from agent.server.gpu import announce, list_devices
 from agent.server.lifecycle import port_is_free
 from agent.server.profiles import load_profiles
 from agent.server.registry import ServerRegistry
@@ -58,16 +59,34 @@ def cmd_doctor(args: Namespace, settings: Settings) -> int:
     console.out.print(f"[bold]spec-agent {__version__}[/] on Python {sys.version.split()[0]}")
 
     console.out.print("\n[bold]llama-server[/]")
-    build = embedded_build(cache_dir(), settings.llama_cpp_version, settings.cmake_args)
-    if build.is_installed():
+    try:
+        build = select_build(settings)
+    except AgentError as exc:  # build = "cuda" without nvcc
+        problems += 1
+        build = None
+        _line(BAD, f"embedded build ({settings.build}): {exc.what}", exc.fix)
+    for note in build.choice.notes if build else ():
+        _line(WARN, note)
+    if build and build.is_installed():
         info = build_info(build)
         _line(
             OK,
-            f"embedded build: {build.binary}",
+            f"embedded build in use: {build.choice.label}, {build.binary}",
             f"{info.get('version', '')}, built in {info.get('build_seconds')} s",
         )
-    else:
-        _line(WARN, "embedded llama-server not built yet", "`agent server install` (about 6 min on 2 cores)")
+        try:
+            devices = list_devices(build.binary, cache_dir())
+        except AgentError as exc:
+            devices, problems = [], problems + 1
+            _line(BAD, "its devices: --list-devices failed", exc.what)
+        else:
+            _line(OK, "its devices: " + ("; ".join(devices) or "CPU only"))
+    elif build:
+        _line(
+            WARN,
+            f"embedded llama-server ({build.choice.label}) not built yet",
+            f"`agent server install`: {announce(build.choice)}",
+        )
     env_bin = os.environ.get("LLAMA_SERVER_BIN")
     if env_bin:
         path = Path(env_bin).expanduser()

@@ -14,8 +14,9 @@ from rich.markup import escape
 from agent import console
 from agent.config import Settings, cache_dir, state_dir
 from agent.errors import AgentError, ServerError
-from agent.server import machine_paths, profile_status
-from agent.server.build import build_info, embedded_build, install
+from agent.server import machine_paths, profile_status, select_build
+from agent.server.build import build_info, install
+from agent.server.gpu import announce, choose_build
 from agent.server.lifecycle import check_profile, health, plan_launch, start, stop
 from agent.server.preflight import DraftError, PreflightReport
 from agent.server.profiles import ServerProfile, get_profile, load_profiles
@@ -28,16 +29,32 @@ def _registry() -> ServerRegistry:
 
 
 def cmd_install(args: Namespace, settings: Settings) -> int:
-    build = embedded_build(cache_dir(), settings.llama_cpp_version, [*settings.cmake_args, *args.cmake_arg])
+    requested = getattr(args, "backend", None)
+    build = select_build(settings, requested, tuple(args.cmake_arg))
+    for line in build.choice.notes:
+        console.note(line)
+    if requested and requested != settings.build:
+        try:
+            runs_get = choose_build(settings.build, tuple(settings.cmake_args)).backend
+        except ServerError:  # the runs' own choice cannot be built here; their start will say why
+            runs_get = settings.build
+        if runs_get != build.backend:
+            console.note(
+                f'note: runs use the {runs_get} build unless told otherwise: set build = "{build.backend}" '
+                f"in the config, or AGENT_BUILD={build.backend}"
+            )
     if build.is_installed() and not args.force:
         info = build_info(build)
-        console.out.print(f"llama-server is already built: {build.binary}")
+        console.out.print(f"llama-server ({build.choice.label}) is already built: {build.binary}")
         console.note(f"{info.get('source', '')}  {' '.join(build.cmake_args)}  ({info.get('version', '')})")
         return 0
-    console.note(f"building llama-server into {build.root} (log: {build.log})")
+    console.note(announce(build.choice, args.jobs))
+    console.note(f"into {build.root} (log: {build.log})")
     with console.build_progress() as progress:
         install(build, cache_dir(), progress, jobs=args.jobs, force=args.force)
-    console.out.print(f"built {build.binary} in {build_info(build).get('build_seconds', '?')} s")
+    console.out.print(
+        f"built {build.binary} ({build.choice.label}) in {build_info(build).get('build_seconds', '?')} s"
+    )
     return 0
 
 
@@ -178,9 +195,7 @@ def _plan(profile: ServerProfile, settings: Settings, args: Namespace):
         paths = machine_paths(
             settings,
             build_progress=progress,
-            on_build=lambda: console.note(
-                "the embedded llama-server is not built yet: building it once (about 6 min on 2 cores)"
-            ),
+            on_build=console.note,
         )
         return plan_launch(
             profile,

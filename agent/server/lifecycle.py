@@ -27,6 +27,7 @@ import httpx2
 from agent.errors import ServerError
 from agent.server.dialect import BinaryCapabilities, read_capabilities, translate_args
 from agent.server.embedded_model import embedded_key, lookup_embedded_model
+from agent.server.gpu import list_devices
 from agent.server.preflight import (
     DFLASH_SPEC_TYPES,
     DraftError,
@@ -188,6 +189,7 @@ def plan_launch(
     if ctx_size is not None:
         profile = profile.model_copy(update={"ctx_size": ctx_size})
     bin_path = resolve_binary(profile, paths, binary)
+    profile, offload_note = _offload_on_gpu(profile, bin_path, paths.cache_dir)
     model = resolve_model_file(profile.model or "", "model", profile, paths) if profile.model else None
     if model is None:
         raise ServerError(f"profile '{profile.name}' names no model", fix="Set `model = ...` in the profile.")
@@ -204,7 +206,7 @@ def plan_launch(
     raw = profile.server_args(str(model), str(draft) if draft else None, str(template) if template else None)
     raw += ["--host", host, "--port", str(port)]
     translated = translate_args(raw, caps, profile.name)
-    notes = []
+    notes = [offload_note] if offload_note else []
     if translated.notes:
         notes.append(
             f"profile written for {profile.dialect}, binary speaks {caps.dialect}: "
@@ -237,6 +239,26 @@ def plan_launch(
         plan.preflight.raise_for_failures(strict)
         notes += plan.preflight.notes()
     return plan
+
+
+def _offload_on_gpu(profile: ServerProfile, binary: Path, cache_dir: Path) -> tuple[ServerProfile, str]:
+    """An embedded profile names no -ngl (it must run on any machine); on a binary with a GPU device,
+    all layers go there: the embedded models are small enough for any GPU llama.cpp supports, and a
+    partial offload ('auto', upstream's default) decodes at the CPU's pace for the layers left behind."""
+    if profile.kind != "embedded" or profile.gpu_layers is not None or _names_ngl(profile.args):
+        return profile, ""
+    devices = list_devices(binary, cache_dir)
+    if not devices:
+        return profile, ""
+    update: dict = {"gpu_layers": "all"}
+    spec = profile.speculative
+    if spec and spec.draft_model and spec.draft_gpu_layers is None:
+        update["speculative"] = spec.model_copy(update={"draft_gpu_layers": "all"})
+    return profile.model_copy(update=update), f"all layers on the GPU: {devices[0]}"
+
+
+def _names_ngl(args: list[str]) -> bool:
+    return any(a.split("=")[0] in ("-ngl", "--gpu-layers", "--n-gpu-layers") for a in args)
 
 
 def check_profile(

@@ -23,7 +23,9 @@ def test_doctor_reports_binaries_models_profiles_and_state(capsys, tmp_path, mon
     code = main(["doctor"])
     out = capsys.readouterr().out
     assert code == 0
-    assert "embedded build:" in out and "dialect beellama-0.1" in out
+    assert "dialect beellama-0.1" in out
+    # No GPU here: the CPU build, and the real binary's --list-devices says it has no GPU device.
+    assert "embedded build in use: cpu," in out and "its devices: CPU only" in out
     assert "embedded tiny model" in out and "tiny-ngram:" in out and "cache:" in out
 
 
