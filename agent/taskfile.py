@@ -6,7 +6,6 @@ the line endings, BOMs and mistakes people's editors make, and refused with the 
 from __future__ import annotations
 
 import re
-import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from agent.config import ApprovalMode, describe_validation_error
 from agent.errors import ConfigError
 from tools.mcp import parse_servers
+from tools.shell import parse
 
 
 class SamplingOverrides(BaseModel):
@@ -145,11 +145,13 @@ SHELL_WORDS = frozenset({
 
 def check_command_exists(command: str, workdir: Path) -> None:
     """A check whose program cannot be found is a mistake in the task file: say so before working."""
-    try:
-        words = shlex.split(command)
-    except ValueError as exc:
-        raise ConfigError(f"the check command cannot be parsed: {command}", str(exc)) from exc
-    program = next((w for w in words if "=" not in w), "")
+    # Read as bash reads it (tools/shell.py): a check that is a heredoc script may hold an apostrophe
+    # in its Python (`# it's`), which shlex took for an unclosed quote and refused the task.
+    parsed = parse(command)
+    if parsed.unreadable:
+        raise ConfigError(f"the check command cannot be parsed: {command}", parsed.unreadable)
+    first = parsed.commands[0].words if parsed.commands else []
+    program = first[0].text if first and not first[0].dynamic else ""
     if not program or "/" in program or program in SHELL_WORDS:
         return  # a path may be made by the task itself; shell builtins and keywords always exist
     if shutil.which(program) is None:

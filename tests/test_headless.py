@@ -131,6 +131,18 @@ def test_approvals_never_wait_in_a_headless_run(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_check_script_with_an_apostrophe_in_its_heredoc_is_taken(tmp_path):
+    """shlex read `# it's` inside a heredoc as an unclosed quote and refused the task (real-* tasks)."""
+    from agent.taskfile import check_command_exists
+
+    check_command_exists("python3 - <<'HIDDEN'\n# it's the check\nprint(1)\nHIDDEN", tmp_path)
+    check_command_exists("if true; then pytest -q; fi", tmp_path)
+    with pytest.raises(Exception, match="'no-such-program' is not installed"):
+        check_command_exists("FOO=1 no-such-program --flag", tmp_path)
+    with pytest.raises(Exception, match="cannot be parsed"):
+        check_command_exists("echo 'unclosed", tmp_path)
+
+
 @pytest.mark.parametrize(
     "content, message",
     [
