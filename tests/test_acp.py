@@ -182,6 +182,7 @@ def test_permission_requests_are_answered_each_way_and_recorded(tmp_path, isolat
     ws = workspace(tmp_path)
     (ws / "notes.txt").write_text("v1\n")
     script = [
+        {"tool_calls": [call("read_file", path="notes.txt")]},  # only a file read whole is written whole
         {"tool_calls": [call("write_file", path="notes.txt", content="v2\n")]},  # allowed once
         {"tool_calls": [call("write_file", path="notes.txt", content="v3\n")]},  # rejected
         {"tool_calls": [call("write_file", path="other.txt", content="x\n")]},  # allowed always
@@ -214,7 +215,7 @@ def test_permission_requests_are_answered_each_way_and_recorded(tmp_path, isolat
     finished = {
         u.tool_call_id: u for u in client.of("tool_call_update") if u.status in ("completed", "failed")
     }
-    allowed, rejected = finished[starts[0].tool_call_id], finished[starts[1].tool_call_id]
+    allowed, rejected = finished[starts[1].tool_call_id], finished[starts[2].tool_call_id]  # [0]: the read
     [diff] = allowed.content  # an edit carries its diff: the old text and the new
     assert (diff.type, diff.path, diff.old_text, diff.new_text) == (
         "diff",
@@ -225,7 +226,7 @@ def test_permission_requests_are_answered_each_way_and_recorded(tmp_path, isolat
     assert rejected.status == "failed" and "declined" in rejected.content[0].content.text
     [events] = transcripts(isolated_state)
     decided = [e["decision"] for e in events if e["type"] == "permission.decided"]
-    assert decided == ["allow", "deny", "allow", "allow"]
+    assert decided == ["allow", "allow", "deny", "allow", "allow"]  # the read, then the four writes
     answers = [
         e["message"] for e in events if e["type"] == "notice" and "the client answered" in e["message"]
     ]
