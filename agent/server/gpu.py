@@ -247,12 +247,13 @@ def parse_list_devices(text: str) -> list[str]:
     return devices
 
 
-def list_devices(binary: Path, cache_dir: Path) -> list[str]:
-    """The binary's GPU devices (empty for a CPU build), asked once per binary (path, size, mtime)."""
+def list_devices(binary: Path, cache_dir: Path | None) -> list[str]:
+    """The binary's GPU devices (empty for a CPU build), asked once per binary (path, size, mtime);
+    the preflight's memory check and the launcher's offload both read it. No cache_dir: not cached."""
     stat = binary.stat()
     key = hashlib.sha256(f"{binary.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
-    cached = cache_dir / "devices" / f"{key}.txt"
-    if cached.is_file():
+    cached = cache_dir / "devices" / f"{key}.txt" if cache_dir else None
+    if cached is not None and cached.is_file():
         return parse_list_devices(cached.read_text(encoding="utf-8"))
     try:
         result = subprocess.run(
@@ -261,6 +262,7 @@ def list_devices(binary: Path, cache_dir: Path) -> list[str]:
             text=True,
             timeout=60,
             stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ServerError(f"could not run {binary} --list-devices", str(exc)) from exc
@@ -269,6 +271,7 @@ def list_devices(binary: Path, cache_dir: Path) -> list[str]:
         # An older build without the flag, or one that crashed: assume no GPU, and don't cache a
         # guess about a binary that may answer next time.
         return []
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    cached.write_text(text, encoding="utf-8")
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(text, encoding="utf-8")
     return parse_list_devices(text)

@@ -28,13 +28,13 @@ import ctypes
 import mmap
 import re
 import struct
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from agent.errors import ServerError
+from agent.server.gpu import list_devices
 
 # Spec types whose draft is a DFlash model, and the binaries that load each DFlash architecture.
 DFLASH_SPEC_TYPES = frozenset({"dflash", "draft-dflash"})
@@ -794,34 +794,11 @@ def free_ram() -> int | None:
 
 
 def binary_devices(binary: Path, cache_dir: Path | None) -> list[str]:
-    """The GPU devices `binary --list-devices` names ("CUDA0: NVIDIA H200 ..."); cached per binary."""
-    import hashlib
-
-    stat = binary.stat()
-    key = hashlib.sha256(f"{binary.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
-    cached = cache_dir / "help" / f"{key}.devices" if cache_dir else None
-    if cached is not None and cached.is_file():
-        text = cached.read_text(encoding="utf-8")
-    else:
-        try:
-            result = subprocess.run(
-                [str(binary), "--list-devices"],
-                capture_output=True,
-                text=True,
-                timeout=30,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return []
-        text = result.stdout + result.stderr
-        if cached is not None:
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            cached.write_text(text, encoding="utf-8")
-    if "Available devices:" not in text:
+    """The GPU devices `binary --list-devices` names ("CUDA0: NVIDIA H200 ..."); none when it cannot say."""
+    try:
+        return list_devices(binary, cache_dir)
+    except ServerError:
         return []
-    listed = text.split("Available devices:", 1)[1].splitlines()
-    return [line.strip() for line in listed if re.match(r"\s+\w+\d*: ", line)]
 
 
 def free_memory(
