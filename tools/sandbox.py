@@ -20,6 +20,7 @@ command creates is removed after it, and the model is told.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -66,6 +67,24 @@ def unavailable() -> str:
     return ""
 
 
+def tools_under_tmp(path_var: str | None = None) -> list[Path]:
+    """The folders of PATH that live under /tmp, which the sandbox's private /tmp would hide: a
+    virtualenv made there (its root, where pyvenv.cfg and site-packages are) or a bin folder. A
+    checkout and its venv under /tmp ran `python3` as "No such file or directory" inside the sandbox."""
+    found: list[Path] = []
+    for entry in (path_var if path_var is not None else os.environ.get("PATH", "")).split(os.pathsep):
+        folder = Path(entry)
+        if not entry or not folder.is_absolute() or not folder.is_dir():
+            continue
+        folder = folder.resolve()
+        if folder.parts[:2] != ("/", "tmp"):
+            continue
+        root = folder.parent if (folder.parent / "pyvenv.cfg").is_file() else folder
+        if not any(root == f or f in root.parents for f in found):
+            found.append(root)
+    return found
+
+
 @dataclass
 class Sandbox:
     writable: list[Path]  # the workspace first, then the extra roots
@@ -83,6 +102,8 @@ class Sandbox:
     def wrap(self, argv: list[str], also_writable: list[Path]) -> list[str]:
         """`argv` run inside the sandbox. `also_writable`: folders the tool itself needs (its marker)."""
         args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        for path in tools_under_tmp():
+            args += ["--ro-bind", str(path), str(path)]  # the private /tmp must not hide the commands
         for name in SECRET_HOMES:
             path = self.home / name
             if path.is_dir():

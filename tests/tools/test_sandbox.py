@@ -244,3 +244,26 @@ async def test_the_folder_core_hooks_path_names_is_read_only_too(tmp_path):
     result = await sh(ctx, f"printf '#!/bin/sh\\n{PLANT}\\n' > .githooks/pre-commit")
     assert not result.ok and "[sandboxed: git's hooks, config" in result.output
     assert not (ws / ".githooks" / "pre-commit").exists()
+
+
+async def test_commands_on_path_under_tmp_stay_reachable_inside_the_sandbox(tmp_path, monkeypatch):
+    """A checkout and its virtualenv under /tmp: the private /tmp hid `python3` ("No such file")."""
+    venv = Path(tempfile.mkdtemp(prefix="agent-venv-", dir="/tmp"))
+    try:
+        (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+        (venv / "lib").mkdir()
+        (venv / "lib" / "data.txt").write_text("site-packages live here\n")
+        (venv / "bin").mkdir()
+        tool = venv / "bin" / "hello-from-tmp"
+        tool.write_text(f"#!/bin/sh\ncat {venv}/lib/data.txt\n")
+        tool.chmod(0o755)
+        monkeypatch.setenv("PATH", f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
+        ctx, _ = context(tmp_path)
+        result = await sh(ctx, "hello-from-tmp && echo scratch > /tmp/private.txt && ls /tmp")
+        assert result.ok, result.output
+        assert "site-packages live here" in result.output  # the venv's root, not only its bin/
+        assert result.output.count("private.txt") == 1 and not (Path("/tmp") / "private.txt").exists()
+        denied = await sh(ctx, f"echo x > {venv}/lib/data.txt")
+        assert not denied.ok  # reachable, read-only
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)
