@@ -50,6 +50,13 @@ def test_an_example_runs_to_its_end_with_the_right_exit_code_a_transcript_and_st
     assert all(t["profile"] == profile for t in telemetry)
 
 
+def mid_run(events: list[dict], index: int) -> bool:
+    """Whether a turn of the same run came before event `index`: a compaction before a resumed run's
+    first request meets a fresh server, whose cache holds nothing yet, so it proves nothing of the cache."""
+    start = max((i for i, e in enumerate(events[:index]) if e["type"] == "session.started"), default=0)
+    return any(e["type"] == "turn.completed" for e in events[start:index])
+
+
 def test_forced_compaction_on_a_small_context_runs_more_turns_than_fit_and_keeps_the_cache(
     embedded, tmp_path, isolated_state
 ):
@@ -66,12 +73,14 @@ def test_forced_compaction_on_a_small_context_runs_more_turns_than_fit_and_keeps
         resume = ["--resume", session] if session else []
         result = agent("run", str(task), *resume, "-p", profile, "--workdir", str(tmp_path), "--tool-choice", "required",
                        timeout=900)  # fmt: skip
-        assert result.returncode in (1, 3), result.stderr  # a limit or repeated failing calls, never a crash
+        # A limit, repeated failing calls, or (rarely, sampled at 0.7) an answer without a call that ends
+        # the task: never a crash. A resume then carries the same session on either way.
+        assert result.returncode in (0, 1, 3), result.stderr
         [path] = sessions(isolated_state)
         session = path.stem
         events = events_of(path)
         turns = [e["stats"] for e in events if e["type"] == "turn.completed"]
-        compactions = [i for i, e in enumerate(events) if e["type"] == "compaction"]
+        compactions = [i for i, e in enumerate(events) if e["type"] == "compaction" and mid_run(events, i)]
         if compactions and sum(s["prompt_n"] + s["predicted_n"] for s in turns) > 2 * n_ctx:
             break
     assert compactions, "the context never needed compacting"
