@@ -305,7 +305,7 @@ def _fenced_bodies(content: str) -> list[str]:
     """The normalised text of each fenced block of an answer."""
     bodies, inside, lines = [], False, []
     for line in content.splitlines():
-        if FENCED_CODE.match(line.strip()) or line.strip().startswith("```"):
+        if line.strip().startswith("```"):  # an opening fence (with or without a tag) or a closing one
             if inside:
                 bodies.append(_normalised("\n".join(lines)))
                 lines = []
