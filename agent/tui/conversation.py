@@ -7,11 +7,9 @@ a resumed session shows it. The view stays anchored to the bottom while the user
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from rich.console import Console, ConsoleOptions, RenderResult
-from rich.markdown import Markdown as RichMarkdown
-from rich.segment import Segment
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.timer import Timer
@@ -20,7 +18,7 @@ from textual.widgets import Collapsible, Static
 
 from agent.events import ToolCallStarted, ToolFinished
 from agent.telemetry import TurnStats
-from agent.tui.live_answer import LiveAnswer
+from agent.tui.live_answer import LiveAnswer, RenderedOnce
 from agent.tui.tool_call import ToolCallView
 
 SPLIT_CHARS = 4000  # a streamed answer's complete blocks beyond this become a past answer
@@ -35,6 +33,7 @@ class Conversation(VerticalScroll):
         self._unwritten = ""  # answer text that waits for the next frame
         self._unwritten_reasoning = ""
         self._frame: Timer | None = None
+        self._writing = asyncio.Lock()
         self._calls: dict[str, ToolCallView] = {}
 
     def on_mount(self) -> None:
@@ -50,24 +49,33 @@ class Conversation(VerticalScroll):
 
     async def text(self, delta: str) -> None:
         """Text is written at most once a frame: a fast stream costs one screen update per frame."""
-        await self._end_reasoning()
+        if self._reasoning is not None:
+            async with self._writing:
+                await self._end_reasoning()
         self._unwritten += delta
         self._next_frame()
 
     async def reasoning(self, delta: str) -> None:
         if self._reasoning is None:
-            await self._write_frame()  # the answer so far stays above the new box
-            body = LiveAnswer(classes="reasoning-text")
-            await self.add(Collapsible(body, title="reasoning", collapsed=True, classes="reasoning"))
-            self._reasoning = body
+            async with self._writing:
+                await self._write_frame()  # the answer so far stays above the new box
+                body = LiveAnswer(classes="reasoning-text")
+                await self.add(Collapsible(body, title="reasoning", collapsed=True, classes="reasoning"))
+                self._reasoning = body
         self._unwritten_reasoning += delta
         self._next_frame()
 
     def _next_frame(self) -> None:
         if self._frame is None:
-            self._frame = self.set_timer(FRAME_S, self._write_frame)
+            self._frame = self.set_timer(FRAME_S, self._on_frame)
+
+    async def _on_frame(self) -> None:
+        async with self._writing:
+            await self._write_frame()
 
     async def _write_frame(self) -> None:
+        """(With `_writing` held: the frame timer runs in this widget's message loop, the events
+        that end a stream in the app's, and a mount lets the other run in between.)"""
         if self._frame is not None:
             self._frame.stop()
             self._frame = None
@@ -83,20 +91,20 @@ class Conversation(VerticalScroll):
         if len(self._answer.settled) > SPLIT_CHARS:
             # A long answer's complete blocks become a past answer: the live part stays short, so
             # what a frame costs (layout, a width change, the final render) does not grow with it.
-            await self.mount(_past_answer(self._answer.settled), before=self._answer)
-            self._answer.drop_settled()
+            await self.mount(_past_answer(self._answer.take_settled()), before=self._answer)
 
     async def end_stream(self) -> None:
-        await self._end_reasoning()
-        await self._write_frame()
-        await self._close_answer()
+        async with self._writing:
+            await self._end_reasoning()
+            await self._write_frame()
+            await self._close_answer()
 
     async def _close_answer(self) -> None:
         """The answer is complete: it is shown as one Rich Markdown widget, as a past answer."""
         if self._answer is not None:
             live, self._answer = self._answer, None
             if live.source.strip():
-                await self.mount(_past_answer(live.source), before=live)
+                await self.mount(_past_answer(live.rendered()), before=live)
             await live.remove()
 
     async def _end_reasoning(self) -> None:
@@ -148,7 +156,7 @@ class Conversation(VerticalScroll):
             if kind == "user.message":
                 widgets.append(_prompt_line(event.get("typed") or event["content"]))
             elif kind == "assistant.message" and event["content"].strip():
-                widgets.append(_past_answer(event["content"]))
+                widgets.append(_past_answer(RenderedOnce(event["content"])))
             elif kind == "tool.call":
                 call = ToolCallStarted(
                     event["turn"],
@@ -171,24 +179,8 @@ class Conversation(VerticalScroll):
             await self.mount_all(widgets)
 
 
-def _past_answer(markdown: str) -> Static:
-    return Static(RenderedOnce(RichMarkdown(markdown)), classes="answer past")
-
-
-class RenderedOnce:
-    """A Rich renderable rendered once per width: a Static renders its content for its height, then
-    again for its lines, and Markdown with highlighted code is the costliest thing on the screen."""
-
-    def __init__(self, renderable: RichMarkdown) -> None:
-        self.renderable = renderable
-        self._width = -1
-        self._segments: list[Segment] = []
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        if options.max_width != self._width:
-            self._segments = list(console.render(self.renderable, options))
-            self._width = options.max_width
-        return self._segments
+def _past_answer(answer: RenderedOnce) -> Static:
+    return Static(answer, classes="answer past")
 
 
 def _prompt_line(text: str) -> Static:

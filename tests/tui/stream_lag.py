@@ -196,6 +196,7 @@ async def token_to_screen(deltas: int, rate: float | None = None, chunk_delay: f
                 await send(pilot, "explain the tests")
                 await wait_for(pilot, lambda: len(app.status.turns) >= 1, timeout=600, what="the answer")
                 cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+                await pilot.pause()  # the last frame drawn
     finally:
         proc.kill()
         proc.wait()
