@@ -30,6 +30,7 @@ class Conversation(VerticalScroll):
         self._answer: LiveAnswer | None = None
         self._reasoning: LiveAnswer | None = None
         self._writing = asyncio.Lock()
+        self._part_due = False
         self._calls: dict[str, ToolCallView] = {}
 
     def on_mount(self) -> None:
@@ -50,9 +51,17 @@ class Conversation(VerticalScroll):
             if self._answer is None:
                 self._answer = await self.add(LiveAnswer(classes="answer"))
             self._answer.write(delta)
-            if len(self._answer.settled) > SPLIT_CHARS:
+            if len(self._answer.settled) > SPLIT_CHARS and not self._part_due:
                 # A long answer's complete blocks become a past answer: the live part stays short,
                 # so what a frame costs (a settle, a width change) does not grow with the answer.
+                # (After this frame is drawn, as the live answer's settling.)
+                self._part_due = True
+                self.call_after_refresh(self._close_part)
+
+    async def _close_part(self) -> None:
+        async with self._writing:
+            self._part_due = False
+            if self._answer is not None and len(self._answer.settled) > SPLIT_CHARS:
                 await self.mount(_past_answer(self._answer.take_settled()), before=self._answer)
 
     async def reasoning(self, delta: str) -> None:
