@@ -3,9 +3,10 @@
 Textual's Markdown widget mounts a widget per block and parses and styles the last block again on
 every write: a code block being written is highlighted again, whole, each frame, and at 2,000 tokens
 a second the screen fell seconds behind. Here the complete blocks are rendered by Rich's Markdown,
-as the finished answer looks, at most every SETTLE_S; the block being written after them is plain
-text, wrapped one source line at a time and kept, so only the line being written is wrapped again.
-Lines are drawn through the line API: the layout asks only for a height.
+as the finished answer looks, at most every SETTLE_S and after the frame that completed them is
+drawn; the block being written after them is plain text, wrapped one source line at a time and kept,
+so only the line being written is wrapped again. Lines are drawn through the line API: the layout
+asks only for a height.
 
 The conversation hands each ~4k of complete blocks, and the finished answer, to a Static as a past
 answer, with the lines already rendered (`RenderedOnce`).
@@ -23,7 +24,7 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-SETTLE_S = 0.2  # complete blocks are rendered as Markdown at most this often (~3 ms + 2.5 ms/KB)
+SETTLE_S = 0.3  # complete blocks are rendered as Markdown at most this often (~3 ms + 2.5 ms/KB)
 
 
 class RenderedOnce:
