@@ -18,6 +18,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.timer import Timer
+from textual.widget import MountError
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
@@ -347,7 +348,10 @@ class AgentApp(App):
         self._batch = None
 
     async def on_deltas(self, message: Deltas) -> None:
-        events = message.events
+        with suppress(NoMatches, MountError):  # (as on_agent_event)
+            await self._show_deltas(message.events)
+
+    async def _show_deltas(self, events: list[Event]) -> None:
         self._deltas += len(events)
         now = time.monotonic()
         if self._deltas == len(events):
@@ -384,7 +388,9 @@ class AgentApp(App):
             gc.freeze()
 
     async def on_agent_event(self, message: AgentEvent) -> None:
-        with suppress(NoMatches):  # the app closed while this was shown (work cancelled on the way out)
+        # The app closed while this was shown (work cancelled on the way out: its "interrupted"
+        # comes after the conversation is gone, and may find an answer still streaming).
+        with suppress(NoMatches, MountError):
             await self.show_event(message.event)
 
     async def show_event(self, event: Event) -> None:
