@@ -54,9 +54,10 @@ class Conversation(VerticalScroll):
             if len(self._answer.settled) > SPLIT_CHARS and not self._part_due:
                 # A long answer's complete blocks become a past answer: the live part stays short,
                 # so what a frame costs (a settle, a width change) does not grow with the answer.
-                # (After this frame is drawn, as the live answer's settling.)
+                # (After this frame is drawn, as the live answer's settling; in this widget's
+                # message loop, not the screen's, which runs what waits for a refresh.)
                 self._part_due = True
-                self.call_after_refresh(self._close_part)
+                self.call_after_refresh(self.call_later, self._close_part)
 
     async def _close_part(self) -> None:
         async with self._writing:
