@@ -12,27 +12,27 @@ from agent import __version__
 
 # command path -> "module:function"
 HANDLERS = {
-    ("server", "install"): "agent.commands.server:cmd_install",
-    ("server", "profiles"): "agent.commands.server:cmd_profiles",
-    ("server", "check"): "agent.commands.server:cmd_check",
-    ("server", "start"): "agent.commands.server:cmd_start",
-    ("server", "tune"): "agent.commands.tune:cmd_tune",
-    ("server", "status"): "agent.commands.server:cmd_status",
-    ("server", "stop"): "agent.commands.server:cmd_stop",
-    ("server", "logs"): "agent.commands.server:cmd_logs",
-    ("doctor",): "agent.commands.doctor:cmd_doctor",
-    ("bench",): "agent.commands.bench:cmd_bench",
-    ("stats",): "agent.commands.stats:cmd_stats",
-    ("run",): "agent.headless:cmd_run",
-    ("new",): "agent.scaffold:cmd_new",
-    ("acp",): "agent.acp_agent:cmd_acp",
-    ("sessions",): "agent.commands.sessions:cmd_sessions",
-    ("undo",): "agent.commands.undo:cmd_undo",
-    ("trust",): "agent.commands.trust:cmd_trust",
-    ("mcp", "list"): "agent.commands.mcp:cmd_list",
-    ("mcp", "add"): "agent.commands.mcp:cmd_add",
-    ("mcp", "remove"): "agent.commands.mcp:cmd_remove",
-    ("mcp", "call"): "agent.commands.mcp:cmd_call",
+    ("server", "install"): "agent.frontends.commands.server:cmd_install",
+    ("server", "profiles"): "agent.frontends.commands.server:cmd_profiles",
+    ("server", "check"): "agent.frontends.commands.server:cmd_check",
+    ("server", "start"): "agent.frontends.commands.server:cmd_start",
+    ("server", "tune"): "agent.frontends.commands.tune:cmd_tune",
+    ("server", "status"): "agent.frontends.commands.server:cmd_status",
+    ("server", "stop"): "agent.frontends.commands.server:cmd_stop",
+    ("server", "logs"): "agent.frontends.commands.server:cmd_logs",
+    ("doctor",): "agent.frontends.commands.doctor:cmd_doctor",
+    ("bench",): "agent.frontends.commands.bench:cmd_bench",
+    ("stats",): "agent.frontends.commands.stats:cmd_stats",
+    ("run",): "agent.frontends.headless:cmd_run",
+    ("new",): "agent.frontends.scaffold:cmd_new",
+    ("acp",): "agent.frontends.acp:cmd_acp",
+    ("sessions",): "agent.frontends.commands.sessions:cmd_sessions",
+    ("undo",): "agent.frontends.commands.undo:cmd_undo",
+    ("trust",): "agent.frontends.commands.trust:cmd_trust",
+    ("mcp", "list"): "agent.frontends.commands.mcp:cmd_list",
+    ("mcp", "add"): "agent.frontends.commands.mcp:cmd_add",
+    ("mcp", "remove"): "agent.frontends.commands.mcp:cmd_remove",
+    ("mcp", "call"): "agent.frontends.commands.mcp:cmd_call",
 }
 
 
@@ -342,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from agent.config import load_settings
+    from agent.settings.config import load_settings
 
     key = (args.command, args.subcommand) if getattr(args, "subcommand", None) else (args.command,)
     module_name, func_name = HANDLERS[key].split(":")
@@ -352,8 +352,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _tui(args: argparse.Namespace) -> int:
-    from agent.config import load_settings
-    from agent.tui.run import cmd_tui
+    from agent.frontends.tui.run import cmd_tui
+    from agent.settings.config import load_settings
 
     return cmd_tui(args, load_settings(Path.cwd()))
 
@@ -370,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     except AgentError as exc:
         if os.environ.get("AGENT_DEBUG"):
             raise
-        from agent.console import show_error
+        from agent.frontends.console import show_error
 
         show_error(exc)
         return exc.exit_code

@@ -30,8 +30,8 @@ os.environ.setdefault("AGENT_CONFIG_DIR", tempfile.mkdtemp(prefix="bench-acp-con
 
 import acp  # noqa: E402
 
+from tests.frontends.acp.test_acp import RecordingClient, alive  # noqa: E402
 from tests.scripted_server import ScriptedServer  # noqa: E402
-from tests.test_acp import RecordingClient, alive  # noqa: E402
 
 SLEEP = {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 300 & echo $! > pid.txt; wait"}}]}
 

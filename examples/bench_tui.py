@@ -37,7 +37,7 @@ os.environ.setdefault("AGENT_CONFIG_DIR", tempfile.mkdtemp(prefix="bench-tui-con
 from textual.widgets import Markdown  # noqa: E402
 
 from agent.events import TextDelta  # noqa: E402
-from tests.tui.helpers import git_workspace, make_app, send, wait_for  # noqa: E402
+from tests.frontends.tui.helpers import git_workspace, make_app, send, wait_for  # noqa: E402
 
 SECTION = """## Step {i}
 
@@ -196,7 +196,7 @@ def long_session(turns: int, path: Path, workspace: Path) -> str:
 
 
 async def many_turns(turns: int) -> dict:
-    from agent.config import state_dir
+    from agent.settings.config import state_dir
 
     ws = git_workspace(Path(tempfile.mkdtemp(prefix="bench-tui-ws-")))
     session_id = long_session(turns, state_dir() / "sessions", ws)

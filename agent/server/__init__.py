@@ -10,7 +10,6 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from agent.config import Settings, cache_dir, state_dir
 from agent.errors import ServerError
 from agent.server.build import EmbeddedBuild, Progress, embedded_build, install
 from agent.server.embedded_model import (
@@ -23,6 +22,7 @@ from agent.server.embedded_model import (
 from agent.server.gpu import BackendChoice, announce, choose_build
 from agent.server.lifecycle import MachinePaths
 from agent.server.profiles import ServerProfile
+from agent.settings.config import Settings, cache_dir, state_dir
 
 
 def select_build(

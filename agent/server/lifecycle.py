@@ -5,7 +5,7 @@ flags against the binary's dialect) and runs the preflight on the GGUF headers
 (agent/server/preflight.py): a file that cannot work is refused before anything starts. `start` runs
 the plan as a child in its own process group with its output in a log file, waits on /health, and
 turns an early exit into a diagnosis from the log. A failure of the draft alone is a `DraftError`, the
-cue for the fallback in agent/connect.py. `stop` sends SIGTERM to the group, waits a grace period,
+cue for the fallback in agent/session/connect.py. `stop` sends SIGTERM to the group, waits a grace period,
 then SIGKILL.
 """
 
@@ -134,7 +134,7 @@ def resolve_model_file(value: str, what: str, profile: ServerProfile, paths: Mac
     path = Path(os.path.expandvars(value)).expanduser()
     if not path.is_absolute():
         path = paths.models_dir / path
-    # A draft that cannot be used is the fallback's cue (agent/connect.py): the target runs without it.
+    # A draft that cannot be used is the fallback's cue (agent/session/connect.py): the target runs without it.
     error = DraftError if what == "draft model" else ServerError
     if path.is_dir():
         raise error(

@@ -16,10 +16,10 @@ import time
 
 import pytest
 
+from agent.core.workbench import default_tools
 from agent.events import ToolFinished
-from agent.wiring import default_tools
+from tests.core.test_loop import Run, call, git_repo
 from tests.scripted_server import ScriptedServer
-from tests.test_loop import Run, call, git_repo
 from tools.base import ToolContext, ToolError, ToolRegistry
 from tools.files import EditArgs, EditFile, Grep, GrepArgs, MultiEdit, MultiEditArgs, nearest_lines
 

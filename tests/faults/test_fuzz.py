@@ -20,11 +20,17 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from agent.actions import BlockActions, ToolCallActions
-from agent.blocks import parse_answer, to_tool_calls
-from agent.llm import Completion, ToolCall
-from agent.telemetry import TurnStats
-from agent.toolcalls import assistant_message, calls_from_text, close_json, history_arguments, repair_history
+from agent.core.llm import Completion, ToolCall
+from agent.protocols.actions import BlockActions, ToolCallActions
+from agent.protocols.edit_blocks import parse_answer, to_tool_calls
+from agent.protocols.tool_calls import (
+    assistant_message,
+    calls_from_text,
+    close_json,
+    history_arguments,
+    repair_history,
+)
+from agent.store.telemetry import TurnStats
 from tools.base import ToolContext, ToolError, ToolRegistry, parameters_of
 from tools.bash import Bash
 from tools.files import EditArgs, EditFile, Grep, ListFiles, MultiEdit, ReadFile, WriteFile

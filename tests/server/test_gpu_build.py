@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import load_settings
 from agent.errors import ServerError
 from agent.server import gpu, machine_paths
 from agent.server.build import BASE_CMAKE_ARGS, build_key, embedded_build
 from agent.server.gpu import choose_build, list_devices, parse_list_devices
 from agent.server.lifecycle import MachinePaths, plan_launch
 from agent.server.profiles import Speculative, get_profile
+from agent.settings.config import load_settings
 from tests.conftest import FIXTURES
 from tests.gguf_files import write_gguf
 
