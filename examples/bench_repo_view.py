@@ -22,7 +22,7 @@ from agent.core.prompt import system_prompt
 from agent.core.repomap import repository_view
 from agent.core.workbench import Workbench
 from agent.frontends.measure.suite import discover, prepare_workdir
-from agent.protocols.actions import fence_for
+from agent.protocols.base import fence_for
 from agent.session.taskfile import load_task
 
 TASKS = Path(__file__).resolve().parents[1] / "examples" / "tasks"

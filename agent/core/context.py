@@ -1,7 +1,7 @@
 """The context window: the token budget, compaction, and repair of the history before it is resent.
 
 The budget is the server's real context size (/props). Before each request the history is repaired
-(toolcalls.repair_history) and, when the next request would come near the limit, compacted: old tool
+(agent.core.history.repair_history) and, when the next request would come near the limit, compacted: old tool
 outputs are pruned first; if that is not enough, the older turns are summarised by the model itself.
 The system prompt (the cached prefix) is never touched, and the summary request reuses the same
 prefix and history, so the server only processes the new instruction.
@@ -13,9 +13,9 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from agent.core.history import repair_history
 from agent.core.llm import Completion, ContextOverflow, LLMError, ModelClient
 from agent.events import Compacted, Event
-from agent.protocols.tool_calls import repair_history
 
 # Messages and a token limit in, the model's text out; raises ContextOverflow when they do not fit.
 Summarise = Callable[[list[dict[str, Any]], int], Awaitable[str]]

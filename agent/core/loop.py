@@ -30,7 +30,8 @@ from agent.events import (
     TurnStarted,
     UserMessage,
 )
-from agent.protocols.actions import ActionProtocol, ReadAnswer, ToolCallActions
+from agent.protocols.base import ActionProtocol, ReadAnswer
+from agent.protocols.tool_calls.protocol import ToolCallActions
 from tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 from tools.permissions import Permissions, Verdict
 

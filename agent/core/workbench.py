@@ -14,12 +14,14 @@ from pydantic import ValidationError
 from agent.core.context import CHARS_PER_TOKEN, ContextWindow, summariser
 from agent.core.llm import ModelClient
 from agent.core.loop import Agent, Approver, Limits
-from agent.core.prompt import BLOCKS_REMINDER, BLOCKS_REMINDER_PARTLY, system_prompt, user_message
+from agent.core.prompt import system_prompt, user_message
 from agent.core.repomap import repository_view
 from agent.errors import ConfigError
 from agent.events import Event, Notice
-from agent.protocols.actions import ActionsMode, fence_for, make_actions
-from agent.protocols.edit_blocks import parse_answer
+from agent.protocols.base import ActionsMode, fence_for
+from agent.protocols.edit_blocks.parser import parse_answer
+from agent.protocols.edit_blocks.prompt import BLOCKS_REMINDER, BLOCKS_REMINDER_PARTLY
+from agent.protocols.modes import make_actions
 from agent.settings.config import Settings
 from agent.settings.trust import is_trusted
 from tools.base import Tool, ToolContext, ToolRegistry

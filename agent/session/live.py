@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.core.history import repair_history
 from agent.core.llm import ModelClient
 from agent.core.loop import Agent, Approver, Limits
 from agent.core.prompt import system_prompt
 from agent.core.workbench import Workbench, build_agent, mcp_configs, start_mcp
 from agent.events import Event, Notice, SessionFinished, SessionStarted
-from agent.protocols.actions import ActionsMode
-from agent.protocols.tool_calls import repair_history
+from agent.protocols.base import ActionsMode
 from agent.server.build import Progress
 from agent.server.lifecycle import StartProgress
 from agent.server.profiles import ServerProfile

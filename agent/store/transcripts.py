@@ -140,7 +140,7 @@ class SessionRecord:
         A call that was allowed to run but has no result was stopped while it ran (kill -9, SIGTERM):
         the model is told it may have taken effect, not that it never ran, since a write in a thread
         or a command may have finished (or half finished) before the agent died. A call that never got
-        to run is left to the history repair ("not run: interrupted", toolcalls.repair_history, which
+        to run is left to the history repair ("not run: interrupted", agent.core.history.repair_history, which
         the session core applies: agent/session/live.py's `resumed_history`)."""
         messages: list[dict[str, Any]] = []
         calls: set[str] = set()  # ids of native tool calls in the history; block actions have none

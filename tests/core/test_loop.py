@@ -411,7 +411,7 @@ async def test_a_second_overflow_after_a_compaction_compacts_again(tmp_path):
 
 
 def test_close_json_keeps_what_was_written_as_a_prefix():
-    from agent.protocols.tool_calls import history_arguments
+    from agent.core.history import history_arguments
 
     assert history_arguments('{"a": "x') == '{"a": "x"}'
     assert history_arguments('{"a": 1, "b": [1, 2') == '{"a": 1, "b": [1, 2]}'

@@ -16,7 +16,7 @@ import pytest
 
 from agent.core.repomap import named_files, outline, repository_view, text_files
 from agent.events import ApprovalAnswer, ApprovalRequested, PermissionDecided
-from agent.protocols.actions import fence_for
+from agent.protocols.base import fence_for
 from tests.core.test_loop import Run, git_repo
 from tests.frontends.test_headless import agent, task_file
 from tests.scripted_server import ScriptedServer

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.protocols.edit_blocks import parse_answer, to_tool_calls
+from agent.protocols.edit_blocks.parser import parse_answer, to_tool_calls
 from tools.base import ToolContext, ToolError, ToolRegistry
 from tools.files import (
     EditArgs,

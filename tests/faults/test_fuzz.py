@@ -20,16 +20,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from agent.core.history import assistant_message, close_json, history_arguments, repair_history
 from agent.core.llm import Completion, ToolCall
-from agent.protocols.actions import BlockActions, ToolCallActions
-from agent.protocols.edit_blocks import parse_answer, to_tool_calls
-from agent.protocols.tool_calls import (
-    assistant_message,
-    calls_from_text,
-    close_json,
-    history_arguments,
-    repair_history,
-)
+from agent.protocols.edit_blocks.parser import parse_answer, to_tool_calls
+from agent.protocols.edit_blocks.protocol import BlockActions
+from agent.protocols.tool_calls.parser import calls_from_text
+from agent.protocols.tool_calls.protocol import ToolCallActions
 from agent.store.telemetry import TurnStats
 from tools.base import ToolContext, ToolError, ToolRegistry, parameters_of
 from tools.bash import Bash

@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.protocols.edit_blocks import Action, ParsedAnswer, parse_answer, path_from_line, to_tool_calls
+from agent.protocols.edit_blocks.parser import (
+    Action,
+    ParsedAnswer,
+    parse_answer,
+    path_from_line,
+    to_tool_calls,
+)
 from tools.bash import BashArgs
 from tools.files import EditArgs, WriteArgs
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.protocols.tool_calls import calls_from_text, history_arguments
+from agent.core.history import history_arguments
+from agent.protocols.tool_calls.parser import calls_from_text
 from tools.base import ToolRegistry
 from tools.files import ReadFile
 

@@ -1,123 +1,27 @@
-"""How the model acts: the two action protocols, in front of one tool layer.
-
-- `tools`: native tool calls (JSON), with text fallbacks for local models (`agent.protocols.tool_calls`). Right
-  for the large models people run on their GPUs.
-- `blocks`: the model writes text it saw in training: a path line and the whole file in a fence,
-  SEARCH/REPLACE blocks, a fenced `bash` block (`agent.protocols.edit_blocks`). A 1.5B model solved 4 of 5 small tasks
-  this way in Aider and none with JSON tool calls (FACTS.md).
-
-Both turn an answer into the same `ToolCall`s, which the loop runs through the same permissions,
-checkpoints and events. They differ only in what is sent (tool schemas or none), how the answer is
-read, and how results go back: `tool` messages, or one user message that reads like a terminal.
-"""
+"""The `blocks` protocol: the model writes text it saw in training (a path line and the whole file in a
+fence, SEARCH/REPLACE blocks, a fenced `bash` block), read by `parser`; results go back as one user
+message that reads like a terminal. A 1.5B model solved 4 of 5 small tasks this way in Aider and none
+with JSON tool calls (FACTS.md)."""
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal, Protocol
+from typing import Any
 
 from agent.core.llm import Completion, ToolCall
-from agent.core.prompt import BLOCKS_REMINDER, BLOCKS_REMINDER_PARTLY
-from agent.protocols.edit_blocks import Action, parse_answer, to_tool_calls
-from agent.protocols.tool_calls import assistant_message, calls_from_text
-from tools.base import ToolRegistry, ToolResult, parameters_of
+from agent.protocols.base import ActionsMode, ReadAnswer, fence_for, stopped_at_limit
+from agent.protocols.edit_blocks.parser import Action, parse_answer, to_tool_calls
+from agent.protocols.edit_blocks.prompt import BLOCKS_REMINDER, BLOCKS_REMINDER_PARTLY
+from tools.base import ToolRegistry, ToolResult
 from tools.files import NOT_SHOWN, workspace_files
 from tools.workspace import OutsideWorkspace, Workspace
 
-ActionsMode = Literal["tools", "blocks"]
 SHOWN_FILE_LIMIT = 12_000  # characters of an edited file shown back to the model after the change
-FENCED_CODE = re.compile(r"^```[ \t]*(\w[\w+-]*)?[ \t]*$", re.M)
 CODE_WITHOUT_PATH = re.compile(r"a ```\w+ block without a file path")  # tagged: code, not quoted output
 DEFINITION = re.compile(r"^[ \t]*(?:def|class)[ \t]+(\w+)", re.M)
-MAX_TOOL_CORRECTIONS = 2  # per task: then prose is taken as the answer (mini-swe-agent's format error)
-
-
-@dataclass
-class ReadAnswer:
-    """One answer, read: the calls to run, the text kept in the history, what could not be taken."""
-
-    calls: list[ToolCall]
-    content: str
-    problems: list[str] = field(default_factory=list)
-    notice: str = ""  # for the user, not the model
-
-
-class ActionProtocol(Protocol):
-    mode: ActionsMode
-
-    def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]: ...
-
-    def read(self, completion: Completion, tools: ToolRegistry) -> ReadAnswer: ...
-
-    def history_message(self, answer: ReadAnswer) -> dict[str, Any]: ...
-
-    def results(
-        self, answer: ReadAnswer, results: list[tuple[ToolCall, ToolResult]]
-    ) -> list[dict[str, Any]]: ...
-
-    def new_task(self) -> None: ...
-
-    def after_failed_check(self, feedback: str) -> str: ...
-
-
-class ToolCallActions:
-    """Native tool calls; calls written as text are taken too; code in prose is never run."""
-
-    mode: ActionsMode = "tools"
-
-    def __init__(self) -> None:
-        self.corrections = 0
-
-    def new_task(self) -> None:
-        self.corrections = 0
-
-    def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]:
-        return tools.schemas()
-
-    def after_failed_check(self, feedback: str) -> str:
-        return feedback  # a model that calls tools reads the files again itself
-
-    def read(self, completion: Completion, tools: ToolRegistry) -> ReadAnswer:
-        calls, content = completion.tool_calls, completion.content
-        if not calls and content:
-            schemas = {t.name: parameters_of(t) for t in tools.tools.values()}
-            cut_off = not completion.complete or _cut(completion)  # a call cut half-way must not run
-            calls, content = calls_from_text(content, set(tools.names()), schemas=schemas, cut_off=cut_off)
-        problems = []
-        if not calls and self._code_without_call(content) and self.corrections < MAX_TOOL_CORRECTIONS:
-            # The model wrote code for the user to paste instead of acting: tell it once or twice.
-            self.corrections += 1
-            problems.append(
-                "Your answer holds code in fences, but nothing was written or run: code in prose is never "
-                "executed. To change a file, call write_file (whole content) or edit_file; to run a "
-                "command, call bash. Call the tool now. Answer without a tool call only when the task "
-                "is done."
-            )
-        notice = ""
-        if problems and self.corrections == MAX_TOOL_CORRECTIONS:
-            notice = (
-                "the model keeps writing code instead of calling tools; small models do better with "
-                'edit blocks: --actions blocks (or actions = "blocks" in the profile)'
-            )
-        return ReadAnswer(calls, content, problems, notice)
-
-    @staticmethod
-    def _code_without_call(content: str) -> bool:
-        return any(m.group(1) not in (None, "text", "markdown", "md") for m in FENCED_CODE.finditer(content))
-
-    def history_message(self, answer: ReadAnswer) -> dict[str, Any]:
-        return assistant_message(answer.content, answer.calls)
-
-    def results(self, answer: ReadAnswer, results: list[tuple[ToolCall, ToolResult]]) -> list[dict[str, Any]]:
-        messages: list[dict[str, Any]] = [
-            {"role": "tool", "tool_call_id": call.id, "content": result.output} for call, result in results
-        ]
-        if answer.problems:
-            messages.append({"role": "user", "content": "\n".join(answer.problems)})
-        return messages
 
 
 class BlockActions:
@@ -149,7 +53,9 @@ class BlockActions:
         return []  # no schemas: the chat template then says nothing of JSON tool calls
 
     def read(self, completion: Completion, tools: ToolRegistry) -> ReadAnswer:
-        parsed = parse_answer(completion.content, cut_off=not completion.complete or _cut(completion))
+        parsed = parse_answer(
+            completion.content, cut_off=not completion.complete or stopped_at_limit(completion)
+        )
         # A whole file written back unchanged is the model restating its work, not a change to make:
         # an answer made only of those ends the task like a plain "done".
         actions = [self._known_path(a) for a in parsed.actions]
@@ -315,23 +221,9 @@ def _fenced_bodies(content: str) -> list[str]:
     return bodies
 
 
-def fence_for(text: str) -> str:
-    """A backtick fence longer than any run of backticks in the text (Markdown files hold fences)."""
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    return "`" * max(3, longest + 1)
-
-
-def _cut(completion: Completion) -> bool:
-    return (completion.stats.finish_reason or "") == "length"
-
-
 def _arguments(call: ToolCall) -> dict[str, Any]:
     try:
         data = json.loads(call.arguments)
     except ValueError:
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def make_actions(mode: ActionsMode, workspace: Path) -> ActionProtocol:
-    return BlockActions(workspace) if mode == "blocks" else ToolCallActions()
