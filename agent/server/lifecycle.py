@@ -2,7 +2,7 @@
 
 `plan_launch` resolves everything that can be checked before a process exists (binary, model files,
 flags against the binary's dialect) and runs the preflight on the GGUF headers
-(agent/server/preflight.py): a file that cannot work is refused before anything starts. `start` runs
+(agent/server/preflight/): a file that cannot work is refused before anything starts. `start` runs
 the plan as a child in its own process group with its output in a log file, waits on /health, and
 turns an early exit into a diagnosis from the log. A failure of the draft alone is a `DraftError`, the
 cue for the fallback in agent/session/connect.py. `stop` sends SIGTERM to the group, waits a grace period,
@@ -28,14 +28,9 @@ from agent.errors import ServerError
 from agent.server.dialect import BinaryCapabilities, read_capabilities, translate_args
 from agent.server.embedded_model import embedded_key, lookup_embedded_model
 from agent.server.gpu import list_devices
-from agent.server.preflight import (
-    DFLASH_SPEC_TYPES,
-    DraftError,
-    PreflightReport,
-    flag_value,
-    preflight,
-    template_in_args,
-)
+from agent.server.preflight.checks import DFLASH_SPEC_TYPES, preflight, template_in_args
+from agent.server.preflight.memory import flag_value
+from agent.server.preflight.report import DraftError, PreflightReport
 from agent.server.profiles import EMBEDDED, LOOPBACK_HOSTS, ServerProfile
 from agent.server.registry import ServerRecord, ServerRegistry, process_start_time
 
@@ -267,7 +262,7 @@ def check_profile(
     """The preflight as `agent server check` shows it: the binary, the files and the flags too, each a
     row, and every check that can still run after one fails. It starts nothing."""
     from agent.errors import AgentError
-    from agent.server.preflight import Finding
+    from agent.server.preflight.report import Finding
 
     if ctx_size is not None:
         profile = profile.model_copy(update={"ctx_size": ctx_size})

@@ -40,7 +40,7 @@ from agent.server.lifecycle import (
     start,
     stop,
 )
-from agent.server.preflight import DraftError
+from agent.server.preflight.report import DraftError
 from agent.server.profiles import ServerProfile, attach_profile, get_profile
 from agent.server.registry import ServerRegistry
 from agent.settings.config import Settings, state_dir

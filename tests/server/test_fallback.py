@@ -10,7 +10,8 @@ import jsonschema
 import pytest
 
 from agent.server.lifecycle import stop
-from agent.server.preflight import DraftError, read_gguf_header
+from agent.server.preflight.gguf import read_gguf_header
+from agent.server.preflight.report import DraftError
 from agent.server.profiles import get_profile
 from agent.server.registry import ServerRegistry
 from agent.session.connect import connect

@@ -17,7 +17,7 @@ from agent.server import machine_paths, profile_status, select_build
 from agent.server.build import build_info, install
 from agent.server.gpu import announce, choose_build
 from agent.server.lifecycle import check_profile, health, plan_launch, start, stop
-from agent.server.preflight import DraftError, PreflightReport
+from agent.server.preflight.report import DraftError, PreflightReport
 from agent.server.profiles import ServerProfile, get_profile, load_profiles
 from agent.server.registry import ServerRecord, ServerRegistry
 from agent.settings.config import Settings, cache_dir, state_dir
