@@ -37,7 +37,7 @@ from typing import Any
 
 from agent.core.checks import run_check
 from agent.frontends.measure import suite
-from agent.server.lifecycle import openai_base_url
+from agent.server.launch_plan import openai_base_url
 from agent.session.taskfile import Task, load_task
 
 AIDER_VERSION = "0.86.2"

@@ -80,7 +80,7 @@ from agent.events import (
     TurnCompleted,
     UserMessage,
 )
-from agent.server.lifecycle import log_tail
+from agent.server.diagnose import log_tail
 from agent.server.profiles import ServerProfile
 from agent.session.connect import Connection, connect, resolve_profile
 from agent.session.live import LiveSession, open_session

@@ -20,7 +20,7 @@ from agent.server.embedded_model import (
     embedded_model_path,
 )
 from agent.server.gpu import BackendChoice, announce, choose_build
-from agent.server.lifecycle import MachinePaths
+from agent.server.launch_plan import MachinePaths
 from agent.server.profiles import ServerProfile
 from agent.settings.config import Settings, cache_dir, state_dir
 

@@ -29,17 +29,8 @@ from agent.errors import ServerError
 from agent.events import DraftOff, Event
 from agent.server import machine_paths
 from agent.server.build import Progress
-from agent.server.lifecycle import (
-    LaunchPlan,
-    MachinePaths,
-    ServerHandle,
-    StartProgress,
-    api_root,
-    openai_base_url,
-    plan_launch,
-    start,
-    stop,
-)
+from agent.server.launch_plan import LaunchPlan, MachinePaths, api_root, openai_base_url, plan_launch
+from agent.server.lifecycle import ServerHandle, StartProgress, start, stop
 from agent.server.preflight.report import DraftError
 from agent.server.profiles import ServerProfile, attach_profile, get_profile
 from agent.server.registry import ServerRegistry

@@ -20,7 +20,7 @@ import pytest
 
 from agent.cli import main
 from agent.server import lifecycle
-from agent.server.lifecycle import plan_launch
+from agent.server.launch_plan import plan_launch
 from agent.server.preflight.report import DraftError
 from agent.server.profiles import get_profile
 from agent.server.registry import ServerRegistry

@@ -24,7 +24,7 @@ from agent.server.embedded_model import (
     embedded_model_path,
     embedded_model_status,
 )
-from agent.server.lifecycle import MachinePaths, plan_launch
+from agent.server.launch_plan import MachinePaths, plan_launch
 from agent.server.profiles import ServerProfile, Speculative
 from agent.settings.config import Settings
 from tests.conftest import fake_binary

@@ -20,7 +20,7 @@ from agent.errors import ServerError
 from agent.server import gpu, machine_paths
 from agent.server.build import BASE_CMAKE_ARGS, build_key, embedded_build
 from agent.server.gpu import choose_build, list_devices, parse_list_devices
-from agent.server.lifecycle import MachinePaths, plan_launch
+from agent.server.launch_plan import MachinePaths, plan_launch
 from agent.server.profiles import Speculative, get_profile
 from agent.settings.config import load_settings
 from tests.conftest import FIXTURES

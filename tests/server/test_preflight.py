@@ -18,7 +18,7 @@ import pytest
 
 from agent.errors import ServerError
 from agent.server.embedded_model import embedded_model_installed
-from agent.server.lifecycle import check_profile, plan_launch
+from agent.server.launch_plan import check_profile, plan_launch
 from agent.server.preflight.checks import preflight
 from agent.server.preflight.gguf import GGUFError, read_gguf_header
 from agent.server.preflight.memory import free_memory, free_ram, kv_cache_bytes, nvidia_gpus

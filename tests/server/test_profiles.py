@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent.errors import ConfigError, ServerError
-from agent.server.lifecycle import api_root, openai_base_url, plan_launch
+from agent.server.launch_plan import api_root, openai_base_url, plan_launch
 from agent.server.profiles import builtin_profiles_dir, get_profile, load_profiles
 from agent.settings.config import Settings
 from tests.conftest import fake_binary, paths_with

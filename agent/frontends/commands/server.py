@@ -16,7 +16,8 @@ from agent.frontends import console
 from agent.server import machine_paths, profile_status, select_build
 from agent.server.build import build_info, install
 from agent.server.gpu import announce, choose_build
-from agent.server.lifecycle import check_profile, health, plan_launch, start, stop
+from agent.server.launch_plan import check_profile, plan_launch
+from agent.server.lifecycle import health, start, stop
 from agent.server.preflight.report import DraftError, PreflightReport
 from agent.server.profiles import ServerProfile, get_profile, load_profiles
 from agent.server.registry import ServerRecord, ServerRegistry

@@ -35,7 +35,7 @@ from agent.frontends.measure.tune import (
 )
 from agent.server import machine_paths
 from agent.server.dialect import read_capabilities
-from agent.server.lifecycle import resolve_binary
+from agent.server.launch_plan import resolve_binary
 from agent.server.profiles import ServerProfile, get_profile
 from agent.session.connect import connect
 from agent.settings.config import Settings, config_dir, state_dir

@@ -22,7 +22,7 @@ from agent.core.loop import Agent, Approver, Limits, Outcome
 from agent.core.workbench import Workbench
 from agent.errors import AgentError
 from agent.events import ErrorEvent, Event, Notice
-from agent.server.lifecycle import log_tail
+from agent.server.diagnose import log_tail
 from agent.server.profiles import ServerProfile
 from agent.session.connect import Connection, connect, resolve_profile
 from agent.session.live import LiveSession, open_session

@@ -43,7 +43,8 @@ def test_logs_without_any_server_says_how_to_start_one(capsys):
 @pytest.mark.server
 def test_logs_show_the_log_of_a_server_that_failed_to_start(embedded, capsys, tmp_path, isolated_state):
     from agent.errors import ServerError
-    from agent.server.lifecycle import plan_launch, start
+    from agent.server.launch_plan import plan_launch
+    from agent.server.lifecycle import start
     from agent.server.profiles import ServerProfile
     from agent.server.registry import ServerRegistry
     from tests.conftest import free_port, paths_with
