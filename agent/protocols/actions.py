@@ -24,7 +24,8 @@ from agent.core.prompt import BLOCKS_REMINDER, BLOCKS_REMINDER_PARTLY
 from agent.protocols.edit_blocks import Action, parse_answer, to_tool_calls
 from agent.protocols.tool_calls import assistant_message, calls_from_text
 from tools.base import ToolRegistry, ToolResult, parameters_of
-from tools.files import NOT_SHOWN, workspace_files
+from tools.search import workspace_files
+from tools.shown import NOT_SHOWN
 from tools.workspace import OutsideWorkspace, Workspace
 
 ActionsMode = Literal["tools", "blocks"]
