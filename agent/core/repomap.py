@@ -14,7 +14,7 @@ Small models do not explore: they act on what they are shown (FACTS.md). So the 
 
 When the whole repository fits, every file is shown whole, as before: small projects lose nothing.
 Which files were shown whole is returned too: a whole-file rewrite is applied only to those
-(tools/files.py), so that a model never replaces code it has not read.
+(tools/shown.py), so that a model never replaces code it has not read.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path, PurePosixPath
 
-from tools.files import workspace_files
+from tools.search import workspace_files
 from tools.workspace import Workspace
 
 TEXT_SUFFIXES = {

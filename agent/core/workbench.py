@@ -26,12 +26,14 @@ from agent.settings.config import Settings
 from agent.settings.trust import is_trusted
 from tools.base import Tool, ToolContext, ToolRegistry
 from tools.bash import Bash
-from tools.files import TASK_TEXT, EditFile, Grep, ListFiles, MultiEdit, ReadFile, WriteFile, mark_shown_whole
+from tools.files import TASK_TEXT, EditFile, MultiEdit, ReadFile, WriteFile
 from tools.git import Checkpoints, GitDiff, GitLog, GitStatus, open_repo
 from tools.mcp import MCPServerConfig, MCPServers, parse_servers
 from tools.permissions import Permissions, Rules
 from tools.sandbox import SANDBOXED_MODES, Sandbox
 from tools.sandbox import unavailable as sandbox_unavailable
+from tools.search import Grep, ListFiles
+from tools.shown import mark_shown_whole
 from tools.workspace import Workspace
 
 FALLBACK_CONTEXT = 32768  # for servers that do not say (no /props)

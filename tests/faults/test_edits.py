@@ -21,7 +21,9 @@ from agent.events import ToolFinished
 from tests.core.test_loop import Run, call, git_repo
 from tests.scripted_server import ScriptedServer
 from tools.base import ToolContext, ToolError, ToolRegistry
-from tools.files import EditArgs, EditFile, Grep, GrepArgs, MultiEdit, MultiEditArgs, nearest_lines
+from tools.edit_matching import nearest_lines
+from tools.files import EditArgs, EditFile, MultiEdit, MultiEditArgs
+from tools.search import Grep, GrepArgs
 
 
 def module(functions: int) -> str:

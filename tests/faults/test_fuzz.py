@@ -29,8 +29,9 @@ from agent.protocols.tool_calls.protocol import ToolCallActions
 from agent.store.telemetry import TurnStats
 from tools.base import ToolContext, ToolError, ToolRegistry, parameters_of
 from tools.bash import Bash
-from tools.files import EditArgs, EditFile, Grep, ListFiles, MultiEdit, ReadFile, WriteFile
+from tools.files import EditArgs, EditFile, MultiEdit, ReadFile, WriteFile
 from tools.git import Checkpoints, open_repo
+from tools.search import Grep, ListFiles
 from tools.workspace import Workspace
 
 TOOLS = ToolRegistry([Bash(), ReadFile(), EditFile(), MultiEdit(), WriteFile(), ListFiles(), Grep()])

@@ -16,7 +16,8 @@ from agent.protocols.base import ActionsMode, ReadAnswer, fence_for, stopped_at_
 from agent.protocols.edit_blocks.parser import Action, parse_answer, to_tool_calls
 from agent.protocols.edit_blocks.prompt import BLOCKS_REMINDER, BLOCKS_REMINDER_PARTLY
 from tools.base import ToolRegistry, ToolResult
-from tools.files import NOT_SHOWN, workspace_files
+from tools.search import workspace_files
+from tools.shown import NOT_SHOWN
 from tools.workspace import OutsideWorkspace, Workspace
 
 SHOWN_FILE_LIMIT = 12_000  # characters of an edited file shown back to the model after the change

@@ -153,7 +153,7 @@ class PromptInput(TextArea):
 
     def _workspace_files(self) -> list[str]:
         if time.monotonic() - self._files_read > FILE_LIST_TTL:
-            from tools.files import workspace_files
+            from tools.search import workspace_files
             from tools.workspace import Workspace
 
             root = self.workspace
