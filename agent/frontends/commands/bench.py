@@ -9,7 +9,6 @@ identity report (at --temperature 0), a terminal chart, and with --out the files
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 import time
 from argparse import Namespace
@@ -20,6 +19,8 @@ from urllib.parse import urlsplit
 from agent.core.llm import LLMError
 from agent.errors import AgentError
 from agent.frontends import console
+from agent.frontends.commands.bench_modes import cmd_conversation, cmd_tasks
+from agent.frontends.commands.bench_record import command_line, load_average
 from agent.frontends.measure.bench import (
     SEED_PROMPTS,
     BenchResult,
@@ -46,29 +47,6 @@ def _prompts(args: Namespace) -> dict[str, str]:
     if not prompts:
         raise AgentError(f"prompt file {path} holds no prompt", fix="Separate prompts with a line '---'.")
     return {f"{path.stem}-{i}": p for i, p in enumerate(prompts, 1)}
-
-
-def command_line(args: Namespace) -> str:
-    """The command as it could be typed again: the profiles and every option away from its default."""
-    parts = ["agent", "bench", *(args.profiles or [])]
-    defaults = {"max_tokens": 1200, "temperature": 0.7, "runs": 1, "tool_choice": "auto", "max_turns": 4,
-                "task_timeout": 600}  # fmt: skip
-    for name in ("base_url", "prompt_file", "seed", "out", "actions", "tasks"):
-        value = getattr(args, name, None)
-        if value is not None:
-            parts += [f"--{name.replace('_', '-')}", str(value)]
-    for name, default in defaults.items():
-        value = getattr(args, name, default)
-        if value != default:
-            parts += [f"--{name.replace('_', '-')}", f"{value:g}" if isinstance(value, float) else str(value)]
-    for flag in ("conversation", "json"):
-        if getattr(args, flag, False):
-            parts.append(f"--{flag}")
-    if getattr(args, "no_warmup", False):
-        parts.append("--no-warmup")
-    for task in getattr(args, "task", None) or []:
-        parts += ["--task", task]
-    return shlex.join(parts)
 
 
 # ---------------------------------------------------------------------------------------------- progress
@@ -221,7 +199,7 @@ def _bench(args: Namespace, settings: Settings) -> int:
     try:
         with BenchProgress(eta) as progress:
             for profile in profiles:
-                load_before = _load()
+                load_before = load_average()
                 watch = MemoryWatch(gpu)
                 watch.before_load()
                 began = time.monotonic()
@@ -256,7 +234,7 @@ def _bench(args: Namespace, settings: Settings) -> int:
                         "ready_s": round(ready, 3) if conn.started_here else None,
                         "server_argv": [record.binary, *record.argv] if record else None,
                         "memory": memory,
-                        "load_average": {"before": load_before, "after": _load()},
+                        "load_average": {"before": load_before, "after": load_average()},
                         "telemetry": str(path),
                     }
                     progress.line(f"{profile.name}: done ({_memory_line(memory)}); logged to {path}")
@@ -296,16 +274,6 @@ def _remember(doc: dict[str, Any], profiles: list[ServerProfile]) -> None:
         gen = (doc["summary"].get(profile.name) or {}).get("median_gen_tok_s")
         if gen and profile.kind != "attach":
             record(profile.name, gen, "bench", doc.get("command") or "agent bench")
-
-
-def _load() -> list[float] | None:
-    """The 1, 5 and 15 minute load averages: what else ran on the machine meanwhile."""
-    import os
-
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
 
 
 def _mib(value: float | None) -> str:
@@ -437,165 +405,6 @@ def terminal_chart(doc: dict[str, Any], width: int = 90, height: int = 16) -> st
     plt.multiple_bar(prompts, series, labels=list(summary))
     plt.title("median generation tok/s per prompt")
     return plt.uncolorize(plt.build())
-
-
-# ---------------------------------------------------------------------------------------------- conversation
-
-
-def cmd_conversation(args: Namespace, settings: Settings, prompts: dict[str, str]) -> int:
-    import asyncio
-
-    from agent.frontends.measure.bench import run_conversation
-
-    report: dict[str, Any] = {"schema": "spec-agent.bench-conversation/1", "command": command_line(args),
-                              "machine": _machine(), "profiles": {}}  # fmt: skip
-    for name in args.profiles or [None]:
-        profile = resolve_profile(settings, name, args.base_url if not name else None, Path.cwd())
-        actions = args.actions or profile.actions
-        with (
-            console.build_progress() as build,
-            console.start_progress(profile.name) as started,
-            connect(settings, profile, start_progress=started, build_progress=build) as conn,
-        ):
-            load_before = _load()
-            session, stats, costs = asyncio.run(
-                run_conversation(settings, conn, prompts, args.tool_choice, args.max_turns, actions)
-            )
-        own = _ms([c.own_s for c in costs])
-        mine = _ms([c.agent_s for c in costs])
-        handling = _ms([c.server_handling_s for c in costs])
-        report["profiles"][profile.name] = {
-            "session": session,
-            "actions": actions,
-            "load_average": {"before": load_before, "after": _load()},
-            "requests": [c.to_dict() for c in costs],
-            "median_own_ms": _median(own),
-            "max_own_ms": max(own) if own else None,
-            "median_server_handling_ms": _median(handling),
-            "median_agent_ms": _median(mine),
-        }
-        if args.json:
-            continue
-        table = console.table(
-            "request", "cache_n", "prompt_n", "cache reuse", "tokens", "gen tok/s", "client/server",
-            "server s", "tools s", "own ms", "server handling ms", "agent ms", left=(),
-            title=f"{profile.name}: session {session}",
-        )  # fmt: skip
-        for c in costs:
-            s = c.stats
-            table.add_row(
-                str(c.request), str(s.cache_n), str(s.prompt_n), console.pct(s.cache_reuse), str(s.output_tokens),
-                console.num(s.generation_tokens_per_second), console.num(c.client_over_server, 3),
-                console.num(c.server_s, 2), console.num(c.tool_s, 2), *(
-                    console.num(x * 1000 if x is not None else None)
-                    for x in (c.own_s, c.server_handling_s, c.agent_s)
-                ),
-            )  # fmt: skip
-        console.out.print(table)
-        later = [s.cache_reuse for s in stats[1:] if s.cache_reuse is not None]
-        if later:
-            console.out.print(f"requests 2-{len(stats)}: cache reuse min {min(later):.0%}, "
-                              f"median {sorted(later)[len(later) // 2]:.0%}  (agent stats {session})")  # fmt: skip
-        if own:
-            console.out.print(
-                f"own time per request (wall time minus the server's prompt_ms + predicted_ms minus tools): "
-                f"median {_median(own):.1f} ms, max {max(own):.1f} ms"
-            )
-        if handling and mine:
-            console.out.print(
-                f"  of it llama-server's handling outside its timings (HTTP, chat template, tokenizing; each "
-                f"request replayed for one token): median {_median(handling):.1f} ms; the agent's code: "
-                f"median {_median(mine):.1f} ms"
-            )
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "conversation.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        console.note(f"wrote {out / 'conversation.json'}")
-    if args.json:
-        print(json.dumps(report, indent=2))
-    return 0
-
-
-def _ms(values: list[float | None]) -> list[float]:
-    return [v * 1000 for v in values if v is not None]
-
-
-def _median(values: list[float]) -> float | None:
-    import statistics
-
-    return statistics.median(values) if values else None
-
-
-def _machine() -> dict[str, Any]:
-    from agent.frontends.measure.memory import machine
-
-    return machine()
-
-
-# ---------------------------------------------------------------------------------------------- tasks
-
-
-def cmd_tasks(args: Namespace, settings: Settings) -> int:
-    """The task suite on each profile in turn: one server per profile, each task a real `agent run`."""
-    import tempfile
-
-    from agent.frontends.measure.suite import discover, format_table, run_suite
-
-    tasks = discover(Path(args.tasks), args.task or None)
-    if not tasks:
-        raise AgentError(f"no tasks in {args.tasks}", fix="A task is a folder holding task.md (and repo/).")
-    results = {}
-    for name in args.profiles or [None]:
-        profile = resolve_profile(settings, name, args.base_url if not name else None, Path.cwd())
-        label = profile.name + (f"/{args.actions}" if args.actions else "")
-        console.note(f"{label}: {len(tasks)} tasks")
-        agent_args = ["--base-url", args.base_url] if args.base_url and not name else ["-p", profile.name]
-        agent_args += ["--actions", args.actions] if args.actions else []
-        with (
-            console.build_progress() as build,
-            console.start_progress(profile.name) as started,
-            connect(settings, profile, start_progress=started, build_progress=build),
-            tempfile.TemporaryDirectory(prefix="agent-tasks-") as scratch,
-        ):
-            out = Path(args.out) / f"{label.replace('/', '-')}.jsonl" if args.out else None
-            results[label] = run_suite(
-                tasks, agent_args, Path(scratch), out, timeout=args.task_timeout,
-                progress=lambda r: console.note(
-                    f"  {r.name}: {'solved' if r.solved else 'not solved'} in {r.seconds:.0f} s, {r.turns} turns"
-                ),
-            )  # fmt: skip
-    if args.json:
-        print(json.dumps({k: [r.to_dict() for r in v] for k, v in results.items()}, indent=2))
-        return 0
-    print(format_table(results))
-    for label, rows in results.items():
-        print(suite_line(label, rows))
-    return 0
-
-
-def suite_line(label: str, rows: list) -> str:
-    """A profile's suite in one line: what the user asks first is which profile finishes the work
-    fastest, so the solved count comes with the time and tokens it took."""
-    import statistics
-
-    def median(values: list) -> float | None:
-        values = [v for v in values if v is not None]
-        return statistics.median(values) if values else None
-
-    solved = sum(r.solved for r in rows)
-    parts = [
-        f"{label}: solved {solved}/{len(rows)}",
-        f"{sum(r.seconds for r in rows):.0f} s in all" + (
-            f" ({sum(r.seconds for r in rows if r.solved) / solved:.0f} s per solved task)" if solved else ""
-        ),
-        f"{sum(r.turns for r in rows)} turns",
-        f"{sum(r.output_tokens for r in rows)} tokens",
-        f"median {console.num(median([r.gen_tok_s for r in rows]))} tok/s",
-        f"draft {console.pct(median([r.acceptance for r in rows]))}",
-        f"cache {console.pct(median([r.cache_reuse for r in rows]))}",
-    ]  # fmt: skip
-    return ", ".join(parts)
 
 
 def position_line(per_position: dict) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent.cli import build_parser, main
-from agent.frontends.commands.bench import command_line
+from agent.frontends.commands.bench_record import command_line
 from agent.frontends.measure.bench import (
     CSV_COLUMNS,
     SEED_PROMPTS,
@@ -356,7 +356,7 @@ def test_a_profile_named_twice_is_refused(isolated_state, capsys):
 
 
 def test_suite_line_sums_a_profiles_tasks():
-    from agent.frontends.commands.bench import suite_line
+    from agent.frontends.commands.bench_modes import suite_line
     from agent.frontends.measure.suite import TaskResult
 
     rows = [
