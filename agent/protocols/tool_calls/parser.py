@@ -22,6 +22,9 @@ In fences and bare JSON a call must name a known tool, or it is data; inside the
 
 Arguments that are not a valid JSON object (often cut off at max_tokens) never go back into the
 history as written: llama-server answers every later request with HTTP 500 when they do (FACTS.md).
+
+One cohesive thing at ~570 lines: a single left-to-right scan whose recognisers share its cursor and
+its JSON reader; cutting it would split one pass across files.
 """
 
 from __future__ import annotations
