@@ -424,6 +424,33 @@ def test_a_failed_configure_names_the_cmake_error(tmp_path: Path) -> None:
     assert records(tmp_path) is None
 
 
+@pytest.mark.slow
+@needs_toolchain
+@pytest.mark.skipif(shutil.which("ninja") is None, reason="needs ninja")
+def test_a_ninja_build_shows_its_progress_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make_checkout(tmp_path / "llama.cpp")
+    monkeypatch.setenv("CMAKE_GENERATOR", "Ninja")  # a user's own default generator reaches cmake
+    result = install_cli(tmp_path, "--source", str(root))
+    assert result.returncode == 0, result.stderr
+    [folder] = (tmp_path / "cache" / "llama-server" / "build").iterdir()
+    assert (folder / "build.ninja").is_file()
+    assert "[build  52%] main.cpp.o" in result.stderr  # Ninja's "[1/2] Building CXX object ...main.cpp.o"
+    assert Path(records(tmp_path)["binary"]).is_file()
+
+
+def test_the_first_error_is_shown_when_it_scrolled_out_of_the_tail(tmp_path: Path) -> None:
+    # -jN: the failing compiler's error comes before the other jobs' lines and make's chain of "Error 2".
+    from agent.server.build import _run_logged
+
+    noisy = "echo 'ggml.c:12:5: error: unknown type name bf16'; seq 1 40; exit 2"
+    with (tmp_path / "build.log").open("w") as log, pytest.raises(ServerError) as caught:
+        _run_logged(["sh", "-c", noisy], tmp_path, log, "compile llama-server")
+    why = caught.value.why
+    assert why.startswith("First errors in the build log:\n  ggml.c:12:5: error: unknown type name bf16\n")
+    assert "Last lines of the build log:\n  16\n" in why and why.endswith("  40")
+    assert f"The whole log is in {tmp_path / 'build.log'}" in caught.value.fix
+
+
 SLOW_STEP = """add_custom_command(
     OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/slow.h
     COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/slow.sh
@@ -508,6 +535,7 @@ def test_a_real_llama_cpp_checkout_builds_and_serves(tmp_path: Path, embedded) -
 
     result = install_cli(tmp_path, "--source", str(root), timeout=1700)
     assert result.returncode == 0, result.stderr[-3000:]
+    print(result.stdout)  # the build's time, for docs/benchmarks.md (pytest -s)
     assert "dialect upstream" in result.stdout
     record = records(tmp_path)
     assert head in record["version"]  # llama.cpp's own build info read the checkout's git commit
