@@ -5,8 +5,8 @@ The builds here are real: cmake and the C++ compiler on small CMake projects sha
 top CMakeLists.txt and tools/server/CMakeLists.txt with a llama-server target). The success path's
 llama-server is a real C++ program that prints BeeLlama 0.1's recorded --help, so its dialect is
 read from the built binary as it would be from the real one. The real llama.cpp checkout is built
-by `test_a_real_llama_cpp_checkout_builds_and_serves` when AGENT_TEST_SOURCE_BUILD=1 (7-8 min on 2
-cores; docs/benchmarks.md), not in CI's default run.
+by `test_a_real_llama_cpp_checkout_builds_and_serves` when AGENT_TEST_SOURCE_BUILD=1 (about 690
+CPU-seconds, some 6 min on 2 idle cores; docs/benchmarks.md), not in CI's default run.
 """
 
 from __future__ import annotations
@@ -512,7 +512,7 @@ def test_an_interrupted_build_stops_its_process_group_and_records_nothing(tmp_pa
 @pytest.mark.timeout(1800)
 @pytest.mark.skipif(
     os.environ.get("AGENT_TEST_SOURCE_BUILD") != "1",
-    reason="a real llama.cpp build (7-8 min on 2 cores); AGENT_TEST_SOURCE_BUILD=1 runs it",
+    reason="a real llama.cpp build (~6 min on 2 idle cores); AGENT_TEST_SOURCE_BUILD=1 runs it",
 )
 def test_a_real_llama_cpp_checkout_builds_and_serves(tmp_path: Path, embedded) -> None:
     import httpx2
