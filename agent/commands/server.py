@@ -85,7 +85,7 @@ def _install_source(args: Namespace, settings: Settings, requested) -> int:
         )
     else:
         folder = build_folder(cache_dir(), checkout, build)
-        console.note(f"{checkout.root} at {checkout.label}: {announce(build.choice, args.jobs)}")
+        console.note(f"{checkout.root} ({checkout.label}): {announce(build.choice, args.jobs)}")
         console.note(f"build folder {folder} (kept for the next rebuild; the checkout is left untouched)")
         console.note(f"log: {build.log}")
         resume = f"`agent server install --source {checkout.root}` continues from where it stopped"

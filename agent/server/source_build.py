@@ -72,7 +72,7 @@ class SourceCheckout:
     def label(self) -> str:
         if self.commit:
             return f"commit {self.commit[:12]}" + (" with uncommitted changes" if self.dirty else "")
-        return "no git history (identified by its files)"
+        return f"no git; files {self.files}"
 
 
 def inspect_checkout(path: Path) -> SourceCheckout:
@@ -247,7 +247,7 @@ def install_source(
             shutil.rmtree(folder, ignore_errors=True)
         started = time.monotonic()
         with build.log.open("w", encoding="utf-8") as log:
-            log.write(f"# {checkout.root} at {checkout.label}; build folder {folder}\n")
+            log.write(f"# {checkout.root} ({checkout.label}); build folder {folder}\n")
             compile_server(
                 checkout.root, folder, build.cmake_args, jobs or os.cpu_count() or 2, log, progress
             )

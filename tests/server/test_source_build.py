@@ -358,7 +358,7 @@ def test_install_source_builds_out_of_tree_records_and_finds_the_dialect(tmp_pat
     result = install_cli(tmp_path, "--source", str(root))
     assert result.returncode == 0, result.stderr
     head = git(root, "rev-parse", "HEAD").strip()
-    assert f"{root} at commit {head[:12]}: building llama-server for the CPU" in result.stderr
+    assert f"{root} (commit {head[:12]}): building llama-server for the CPU" in result.stderr
     assert "[build 100%] llama-server built in" in result.stderr  # the progress lines (no terminal here)
     assert "dialect beellama-0.1; version: 9353 (ba1fdce59)" in result.stdout
     assert 'recorded for the profiles whose binary is "$LLAMA_SERVER_BIN"' in result.stdout
