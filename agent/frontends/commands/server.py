@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from agent.errors import AgentError, ServerError
 from agent.frontends import console
-from agent.server import machine_paths, profile_status, select_build
+from agent.server import machine_paths, profile_status, select_build, select_source_build
 from agent.server.build import build_info, install
 from agent.server.gpu import announce, choose_build
 from agent.server.launch_plan import check_profile, plan_launch
@@ -21,6 +21,14 @@ from agent.server.lifecycle import health, start, stop
 from agent.server.preflight.report import DraftError, PreflightReport
 from agent.server.profiles import ServerProfile, get_profile, load_profiles
 from agent.server.registry import ServerRecord, ServerRegistry
+from agent.server.source_build import (
+    SERVER_BIN_VAR,
+    build_folder,
+    inspect_checkout,
+    install_source,
+    names_server_bin_var,
+    record_server,
+)
 from agent.settings.config import Settings, cache_dir, state_dir
 from agent.settings.trust import warn_untrusted
 
@@ -31,6 +39,8 @@ def _registry() -> ServerRegistry:
 
 def cmd_install(args: Namespace, settings: Settings) -> int:
     requested = getattr(args, "backend", None)
+    if getattr(args, "source", None):
+        return _install_source(args, settings, requested)
     build = select_build(settings, requested, tuple(args.cmake_arg))
     for line in build.choice.notes:
         console.note(line)
@@ -51,12 +61,72 @@ def cmd_install(args: Namespace, settings: Settings) -> int:
         return 0
     console.note(announce(build.choice, args.jobs))
     console.note(f"into {build.root} (log: {build.log})")
-    with console.build_progress() as progress:
+    # The bar stops first, then the note on an interrupt is printed below it.
+    with (
+        _interruptible(build.log, "the next `agent server install` starts it again"),
+        console.build_progress() as progress,
+    ):
         install(build, cache_dir(), progress, jobs=args.jobs, force=args.force)
     console.out.print(
         f"built {build.binary} ({build.choice.label}) in {build_info(build).get('build_seconds', '?')} s"
     )
     return 0
+
+
+def _install_source(args: Namespace, settings: Settings, requested) -> int:
+    """`agent server install --source DIR`: the user's checkout, built out of tree and recorded."""
+    checkout = inspect_checkout(Path(args.source))
+    build = select_source_build(settings, checkout, requested, tuple(args.cmake_arg))
+    for line in build.choice.notes:
+        console.note(line)
+    if build.is_installed() and not args.force:
+        console.out.print(
+            f"llama-server from {checkout.root} ({checkout.label}, {build.choice.label}) is already built: "
+            f"{build.binary}"
+        )
+    else:
+        folder = build_folder(cache_dir(), checkout, build)
+        console.note(f"{checkout.root} ({checkout.label}): {announce(build.choice, args.jobs)}")
+        console.note(f"build folder {folder} (kept for the next rebuild; the checkout is left untouched)")
+        console.note(f"log: {build.log}")
+        resume = f"`agent server install --source {checkout.root}` continues from where it stopped"
+        with _interruptible(build.log, resume), console.build_progress() as progress:
+            install_source(build, checkout, cache_dir(), progress, jobs=args.jobs, force=args.force)
+        seconds = build_info(build).get("build_seconds", "?")
+        console.out.print(f"built {build.binary} ({build.choice.label}) in {seconds} s")
+    record = record_server(state_dir(), build, checkout)
+    console.out.print(f"dialect {record.dialect}; {record.version}")
+    console.out.print(
+        f'recorded for the profiles whose binary is "${SERVER_BIN_VAR}" '
+        f"({', '.join(_bin_var_profiles()) or 'none here'})"
+    )
+    if os.environ.get(SERVER_BIN_VAR):
+        console.note(
+            f"warning: {SERVER_BIN_VAR} is set ({os.environ[SERVER_BIN_VAR]}) and wins over this build; "
+            f"unset it to run this one"
+        )
+    return 0
+
+
+def _bin_var_profiles() -> list[str]:
+    try:
+        profiles = load_profiles(Path.cwd())
+    except AgentError:
+        return []
+    return [p.name for p in profiles.values() if names_server_bin_var(p.binary)]
+
+
+@contextlib.contextmanager
+def _interruptible(log: Path, resume: str):
+    """Ctrl+C or SIGTERM during a build: the build's process group is stopped (agent/server/build.py),
+    nothing is recorded, and the user is told where things stand before the CLI's "interrupted"."""
+    try:
+        with console.sigterm_as_interrupt():
+            yield
+    except KeyboardInterrupt:
+        console.note(f"build interrupted: its processes are stopped and nothing was recorded; {resume}")
+        console.note(f"the log so far: {log}")
+        raise
 
 
 def cmd_profiles(args: Namespace, settings: Settings) -> int:
