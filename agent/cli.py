@@ -79,6 +79,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=IntermixedParser)
 
+    _server_commands(commands)
+    _bench_command(commands)
+    _task_commands(commands)
+    _mcp_commands(commands)
+    _other_commands(commands)
+    return parser
+
+
+def _server_commands(commands: argparse._SubParsersAction) -> None:
+    """`agent server ...`: build, start, check, tune, inspect and stop llama-server; and `agent doctor`."""
     server = commands.add_parser("server", help="build, start, inspect and stop llama-server")
     server_cmds = server.add_subparsers(
         dest="subcommand", metavar="SUBCOMMAND", required=True, parser_class=IntermixedParser
@@ -185,6 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("doctor", help="check the binaries, models, GPU, ports and caches")
 
+
+def _bench_command(commands: argparse._SubParsersAction) -> None:
+    """`agent bench`: the seed's prompts, an agent conversation, or the task suite, per profile."""
     bench = commands.add_parser(
         "bench", help="the seed's three code prompts on one or more profiles, compared side by side"
     )
@@ -235,6 +248,9 @@ def build_parser() -> argparse.ArgumentParser:
         "task; with --conversation, conversation.json",
     )  # fmt: skip
 
+
+def _task_commands(commands: argparse._SubParsersAction) -> None:
+    """`agent run` (one task headless) and `agent new` (a project from a template, then the agent)."""
     run = commands.add_parser("run", help="do one task headless (for scripts and CI); see exit codes below")
     run.add_argument("task", nargs="?", help="task file: Markdown, with optional YAML front matter")
     run.add_argument("-p", "--profile", help="server profile (overrides the front matter)")
@@ -280,6 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
     new.add_argument("--tui", action="store_true", help="build it in the interactive session")
     new.add_argument("--json", action="store_true", help="one JSON event per line on stdout (as agent run)")
 
+
+def _mcp_commands(commands: argparse._SubParsersAction) -> None:
+    """`agent mcp ...`: the MCP tool servers of this project."""
     mcp = commands.add_parser("mcp", help="MCP tool servers: list their tools, call one, add, remove")
     mcp_cmds = mcp.add_subparsers(
         dest="subcommand", metavar="SUBCOMMAND", required=True, parser_class=IntermixedParser
@@ -302,6 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("tool", help="the tool's name on its server, e.g. add (not mcp__demo__add)")
     call.add_argument("arguments", nargs="?", default="{}", metavar="JSON", help="a JSON object (default {})")
 
+
+def _other_commands(commands: argparse._SubParsersAction) -> None:
+    """`agent acp` (editors over ACP), and the small commands: sessions, undo, trust, stats."""
     acp = commands.add_parser(
         "acp", help="serve ACP (Agent Client Protocol) on stdin/stdout, for Zed, Toad, acpx and other editors",
         description="An ACP agent on stdin/stdout: stdout carries protocol messages only, logs go to stderr. "
@@ -350,7 +372,6 @@ def build_parser() -> argparse.ArgumentParser:
     stats.add_argument("--last", action="store_true", help="the newest session (the default)")
     stats.add_argument("--all", action="store_true", help="every recorded session, side by side")
     stats.add_argument("--json", action="store_true")
-    return parser
 
 
 def _run(args: argparse.Namespace) -> int:
