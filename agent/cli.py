@@ -24,7 +24,7 @@ HANDLERS = {
     ("bench",): "agent.frontends.commands.bench:cmd_bench",
     ("stats",): "agent.frontends.commands.stats:cmd_stats",
     ("run",): "agent.frontends.headless:cmd_run",
-    ("new",): "agent.frontends.scaffold:cmd_new",
+    ("new",): "agent.frontends.scaffold.command:cmd_new",
     ("acp",): "agent.frontends.acp:cmd_acp",
     ("sessions",): "agent.frontends.commands.sessions:cmd_sessions",
     ("undo",): "agent.frontends.commands.undo:cmd_undo",

@@ -43,7 +43,7 @@ from agent.settings.config import Settings, config_dir, describe_validation_erro
 from agent.store.redact import redact
 from agent.store.telemetry import summary_line
 
-BUILTIN_TEMPLATES = Path(__file__).parents[1] / "templates"
+BUILTIN_TEMPLATES = Path(__file__).parents[2] / "templates"
 DEFAULT_TEMPLATE = "python-package"
 DEFAULT_AGENTS_MD = BUILTIN_TEMPLATES / "default-AGENTS.md.jinja"
 PLACEHOLDERS = ("project_name", "package_name", "description", "year")
