@@ -20,15 +20,8 @@ from urllib.parse import urlsplit
 from agent.core.llm import LLMError
 from agent.errors import AgentError
 from agent.frontends import console
-from agent.frontends.measure.bench import (
-    SEED_PROMPTS,
-    BenchResult,
-    Eta,
-    document,
-    log_results,
-    run,
-    write_files,
-)
+from agent.frontends.measure.bench import SEED_PROMPTS, BenchResult, Eta, log_results, run
+from agent.frontends.measure.bench_results import document, write_files
 from agent.server.profiles import ServerProfile
 from agent.session.connect import Connection, connect, resolve_profile
 from agent.settings.config import Settings
@@ -445,7 +438,7 @@ def terminal_chart(doc: dict[str, Any], width: int = 90, height: int = 16) -> st
 def cmd_conversation(args: Namespace, settings: Settings, prompts: dict[str, str]) -> int:
     import asyncio
 
-    from agent.frontends.measure.bench import run_conversation
+    from agent.frontends.measure.conversation import run_conversation
 
     report: dict[str, Any] = {"schema": "spec-agent.bench-conversation/1", "command": command_line(args),
                               "machine": _machine(), "profiles": {}}  # fmt: skip
