@@ -25,7 +25,7 @@ HANDLERS = {
     ("stats",): "agent.frontends.commands.stats:cmd_stats",
     ("run",): "agent.frontends.headless:cmd_run",
     ("new",): "agent.frontends.scaffold.command:cmd_new",
-    ("acp",): "agent.frontends.acp.agent:cmd_acp",
+    ("acp",): "agent.frontends.acp.wire:cmd_acp",
     ("sessions",): "agent.frontends.commands.sessions:cmd_sessions",
     ("undo",): "agent.frontends.commands.undo:cmd_undo",
     ("trust",): "agent.frontends.commands.trust:cmd_trust",
