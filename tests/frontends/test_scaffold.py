@@ -14,7 +14,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from agent.frontends.scaffold import commit_skeleton, derive_package_name, guarded_check
+from agent.frontends.scaffold.git import commit_skeleton
+from agent.frontends.scaffold.render import derive_package_name
+from agent.frontends.scaffold.task import guarded_check
 from agent.session.taskfile import load_task
 from tests.core.test_loop import git_repo
 from tests.scripted_server import ScriptedServer
@@ -486,7 +488,9 @@ def test_json_output_is_agent_runs_events_with_notices_for_the_skeleton(tmp_path
 async def test_with_tui_the_task_waits_in_the_prompt_and_after_it_the_check_decides_the_commit(
     tmp_path, git_identity, capsys
 ):
-    from agent.frontends.scaffold import Output, Report, Written, after_interactive, new_project_app
+    from agent.frontends.scaffold.command import after_interactive, new_project_app
+    from agent.frontends.scaffold.report import Output, Report
+    from agent.frontends.scaffold.skeleton import Written
     from agent.frontends.tui.session import InteractiveSession, SessionOptions
     from agent.settings.config import Settings
     from tests.frontends.tui.helpers import SIZE, wait_for

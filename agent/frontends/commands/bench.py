@@ -21,15 +21,8 @@ from agent.errors import AgentError
 from agent.frontends import console
 from agent.frontends.commands.bench_modes import cmd_conversation, cmd_tasks
 from agent.frontends.commands.bench_record import command_line, load_average
-from agent.frontends.measure.bench import (
-    SEED_PROMPTS,
-    BenchResult,
-    Eta,
-    document,
-    log_results,
-    run,
-    write_files,
-)
+from agent.frontends.measure.bench import SEED_PROMPTS, BenchResult, Eta, log_results, run
+from agent.frontends.measure.bench_results import document, write_files
 from agent.server.profiles import ServerProfile
 from agent.session.connect import Connection, connect, resolve_profile
 from agent.settings.config import Settings

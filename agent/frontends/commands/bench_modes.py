@@ -20,7 +20,7 @@ from agent.settings.config import Settings
 def cmd_conversation(args: Namespace, settings: Settings, prompts: dict[str, str]) -> int:
     import asyncio
 
-    from agent.frontends.measure.bench import run_conversation
+    from agent.frontends.measure.conversation import run_conversation
 
     report: dict[str, Any] = {"schema": "spec-agent.bench-conversation/1", "command": command_line(args),
                               "machine": _machine(), "profiles": {}}  # fmt: skip

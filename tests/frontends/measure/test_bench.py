@@ -15,19 +15,10 @@ import pytest
 
 from agent.cli import build_parser, main
 from agent.frontends.commands.bench_record import command_line
-from agent.frontends.measure.bench import (
-    CSV_COLUMNS,
-    SEED_PROMPTS,
-    BenchResult,
-    Eta,
-    Spread,
-    code_check,
-    compare_texts,
-    first_difference,
-    identity_report,
-    request_costs,
-    summarise,
-)
+from agent.frontends.measure.answers import code_check, compare_texts, first_difference
+from agent.frontends.measure.bench import SEED_PROMPTS, BenchResult, Eta
+from agent.frontends.measure.bench_results import CSV_COLUMNS, Spread, identity_report, summarise
+from agent.frontends.measure.conversation import request_costs
 from agent.frontends.measure.memory import GpuProbe, MemoryWatch
 from agent.store.telemetry import TurnStats
 from tests.scripted_server import ScriptedServer

@@ -1,12 +1,10 @@
-"""`agent acp`: the agent as an ACP (Agent Client Protocol) agent on stdin/stdout, for Zed, Toad, acpx.
+"""SpecAgent, the ACP agent: its answers to the protocol's requests (initialize, new and loaded sessions,
+modes, prompts, cancel), the server connections it opens, the approvals it asks the client for, and each
+session's updates sent in order.
 
-Built on PyPI's `agent-client-protocol` (0.12, `import acp`). Like every front end it opens its sessions
-through `open_session` (agent/session/live.py), turns the session's events into ACP updates and answers
-approvals by asking the client (`session/request_permission`). It assembles nothing itself.
-
-stdout is the protocol's alone: the real stdout is kept for it and file descriptor 1 is pointed at stderr
-before the first message is read, so a stray print, or a child process that writes to its inherited stdout,
-cannot corrupt the stream. Logs go to stderr (editors keep an agent's stderr in their logs).
+Like every front end it opens its sessions through `open_session` (agent/session/live.py), turns the
+session's events into ACP updates (views.py) and answers approvals by asking the client
+(`session/request_permission`). It assembles nothing itself.
 
 One process serves many sessions. The server connection of a profile is opened once (in a thread, so
 that the protocol keeps flowing while llama-server loads) and shared by the sessions on it; it is
@@ -19,45 +17,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import os
 import sys
-from argparse import Namespace
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, ExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import acp
 from acp import RequestError
-from acp._transport import NdjsonTransport  # the SDK's line framing; pinned <0.13 in pyproject
 from acp.schema import (
     AgentCapabilities,
     CurrentModeUpdate,
-    EmbeddedResourceContentBlock,
-    HttpMcpServer,
     Implementation,
     InitializeResponse,
     LoadSessionResponse,
     McpCapabilities,
-    McpServerStdio,
     NewSessionResponse,
     PermissionOption,
     PromptCapabilities,
     PromptResponse,
-    ResourceContentBlock,
     SessionMode,
     SessionModeState,
     SetSessionModeResponse,
-    SseMcpServer,
-    TextContentBlock,
-    TextResourceContents,
-    ToolCallLocation,
     ToolCallUpdate,
-    UsageUpdate,
 )
-from acp.task import MessageSender, TaskSupervisor
 
 from agent import __version__
 from agent.core.llm import LLMError
@@ -67,27 +50,19 @@ from agent.errors import AgentError
 from agent.events import (
     ApprovalAnswer,
     ApprovalRequested,
-    AssistantMessage,
     DraftOff,
     ErrorEvent,
     Event,
     Notice,
-    PermissionDecided,
-    ReasoningDelta,
-    TextDelta,
-    ToolCallStarted,
-    ToolFinished,
-    TurnCompleted,
-    UserMessage,
 )
+from agent.frontends.acp.session import AcpSession, client_servers, prompt_text
+from agent.frontends.acp.views import replayed, updates
 from agent.server.diagnose import log_tail
 from agent.server.profiles import ServerProfile
 from agent.session.connect import Connection, connect, resolve_profile
-from agent.session.live import LiveSession, open_session
+from agent.session.live import open_session
 from agent.settings.config import Settings, load_settings, state_dir
-from agent.store.telemetry import TurnStats
 from agent.store.transcripts import load_session
-from tools.mcp import MCPServerConfig
 from tools.permissions import MODES
 
 MODE_NAMES = {
@@ -96,7 +71,6 @@ MODE_NAMES = {
     "full-auto": ("Full auto", "Everything runs, except what is dangerous or denied."),
     "read-only": ("Read-only", "Only reads run; nothing may change."),
 }
-FIGURES_META = "spec-agent/figures"  # the `_meta` key of a usage update
 # How a prompt ended (the loop's outcome) as ACP's stop reason. The rest (a model that kept repeating
 # itself, a server that died) is the agent refusing to go on: "refusal", with the reason in the answer.
 STOP = {"completed": "end_turn", "limit": "max_turn_requests", "cancelled": "cancelled"}
@@ -104,72 +78,6 @@ STOP = {"completed": "end_turn", "limit": "max_turn_requests", "cancelled": "can
 
 def log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-# ---------------------------------------------------------------------------------- the tool calls
-def tool_kind(name: str, effect: str) -> str:
-    if name in ("grep", "list_files"):
-        return "search"
-    if name.startswith("mcp__"):
-        return "fetch"  # a call out to another server
-    return {"read": "read", "edit": "edit", "exec": "execute"}.get(effect, "other")
-
-
-def tool_title(name: str, arguments: Any, summary: str) -> str:
-    args = arguments if isinstance(arguments, dict) else {}
-    path = args.get("path")
-    titles = {
-        "read_file": f"Read {path}",
-        "write_file": f"Write {path}",
-        "edit_file": f"Edit {path}",
-        "multi_edit": f"Edit {path}",
-        "list_files": f"List files in {path or '.'}",
-        "grep": f"Search for `{args.get('pattern', summary)}`" + (f" in {path}" if path else ""),
-        "bash": f"Run `{summary}`",
-        "git_status": "git status",
-        "git_diff": "git diff",
-        "git_log": "git log",
-    }
-    title = titles.get(name) or (f"{name} {summary}".strip())
-    return title if len(title) <= 200 else title[:199] + "…"
-
-
-@dataclass
-class CallView:
-    """What the client has been told of one tool call, and the file's text before an edit."""
-
-    kind: str
-    title: str
-    locations: list[ToolCallLocation]
-    path: Path | None = None
-    old_text: str | None = None
-
-
-def _read_text(path: Path | None) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8") if path and path.is_file() else None
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-# ---------------------------------------------------------------------------------- one session
-@dataclass
-class AcpSession:
-    live: LiveSession
-    workspace: Path
-    stack: AsyncExitStack
-    outbox: asyncio.Queue
-    sender: asyncio.Task | None = None
-    work: asyncio.Task | None = None  # the running prompt
-    calls: dict[str, CallView] = field(default_factory=dict)
-    held: list[str] = field(default_factory=list)  # notices from before the client knew the session
-    prompts: int = 0
-    interrupted: bool = False  # the last prompt was cut off (a cancel, the client gone)
-    closed: bool = False
-
-    @property
-    def session_id(self) -> str:
-        return self.live.session_id
 
 
 class SpecAgent:
@@ -220,7 +128,8 @@ class SpecAgent:
         session = await self._open(Path(cwd), mcp_servers or [], resume=record)
         # The conversation as the client would have seen it, before the answer (the protocol's order).
         for event in record.events:
-            self._replay(session, event)
+            for update in replayed(session, event):
+                self._put(session, update)
         self._release_held(session)
         await self._flush(session)
         return LoadSessionResponse(modes=self._modes(session))
@@ -460,7 +369,7 @@ class SpecAgent:
             if isinstance(event, Notice | DraftOff) or (isinstance(event, ErrorEvent) and not event.fatal):
                 early.append(event.message)
             return
-        for update in self._convert(holder[0], event):
+        for update in updates(holder[0], event, self.figures_line):
             self._put(holder[0], update)
 
     def _release_held(self, session: AcpSession) -> None:
@@ -468,100 +377,6 @@ class SpecAgent:
         if session.held:
             self._put(session, acp.update_agent_thought_text("\n".join(session.held) + "\n"))
             session.held = []
-
-    def _convert(self, session: AcpSession, event: Event):
-        if isinstance(event, TextDelta):
-            yield acp.update_agent_message_text(event.text)
-        elif isinstance(event, ReasoningDelta):
-            yield acp.update_agent_thought_text(event.text)
-        elif isinstance(event, ToolCallStarted):
-            args = event.arguments if isinstance(event.arguments, dict) else {}
-            effect = self._effect(session, event.name)
-            path = session.workspace / args["path"] if isinstance(args.get("path"), str) else None
-            view = CallView(
-                tool_kind(event.name, effect), tool_title(event.name, event.arguments, event.summary),
-                [ToolCallLocation(path=str(path))] if path else [], path,
-                _read_text(path) if effect == "edit" else None,
-            )  # fmt: skip
-            session.calls[event.call_id] = view
-            yield acp.start_tool_call(
-                event.call_id, view.title, kind=view.kind, status="pending", locations=view.locations,
-                raw_input=event.arguments,
-            )  # fmt: skip
-        elif isinstance(event, PermissionDecided):
-            if event.decision == "allow":
-                yield acp.update_tool_call(event.call_id, status="in_progress")
-            # (a refusal ends the call: its result, "Not run: ...", follows and marks it failed)
-        elif isinstance(event, ToolFinished):
-            view = session.calls.pop(event.call_id, None)
-            content: list[Any] = []
-            if view and view.kind == "edit" and event.ok and view.path is not None:
-                new_text = _read_text(view.path)
-                if new_text is not None:
-                    content.append(acp.tool_diff_content(str(view.path), new_text, view.old_text))
-            output = event.output if len(event.output) <= 8000 else event.output[:8000] + "\n…"
-            if view is None or view.kind != "edit" or not event.ok:
-                fence = "```" if view and view.kind == "execute" else ""
-                text = f"{fence}\n{output}\n{fence}" if fence else output
-                content.append(acp.tool_content(acp.text_block(text)))
-            yield acp.update_tool_call(
-                event.call_id, status="completed" if event.ok else "failed", content=content,
-                raw_output={"ok": event.ok, "seconds": round(event.seconds, 2), **event.display},
-            )  # fmt: skip
-        elif isinstance(event, TurnCompleted):
-            yield self._usage(session, event.stats)
-            if self.figures_line and (line := event.stats.summary()):
-                # For clients that show text only: the TUI's dim line, in italics.
-                yield acp.update_agent_message_text(f"\n\n*turn {event.turn} · {line}*\n\n")
-        elif isinstance(event, Notice | DraftOff):
-            yield acp.update_agent_thought_text(f"\n{event.message}\n")
-        elif isinstance(event, ErrorEvent) and event.error != "interrupted":
-            yield acp.update_agent_thought_text(f"\n[{event.error}] {event.message}\n")
-        elif isinstance(event, AssistantMessage | UserMessage):
-            return
-
-    def _usage(self, session: AcpSession, stats: TurnStats) -> UsageUpdate:
-        agent = session.live.agent
-        size = agent.context.n_ctx if agent.context else 0
-        used = (stats.prompt_tokens or 0) + (stats.completion_tokens or 0)
-        if not used and agent.context:
-            used = agent.context.estimate(agent.messages)
-        figures = {
-            "generation_tokens_per_second": stats.generation_tokens_per_second,
-            "prefill_tokens_per_second": stats.prompt_per_second,
-            "draft_acceptance": stats.acceptance,
-            "cache_reuse": stats.cache_reuse,
-            "output_tokens": stats.output_tokens,
-            "ttft_s": stats.ttft_s,
-            "summary": stats.summary(),
-        }
-        return UsageUpdate(
-            session_update="usage_update", used=used, size=max(size, used), field_meta={FIGURES_META: figures}
-        )
-
-    @staticmethod
-    def _effect(session: AcpSession, name: str) -> str:
-        """read, edit or exec; a tool the registry does not know (a misspelt call) counts as exec."""
-        return getattr(session.live.agent.tools.tools.get(name), "effect", "exec")
-
-    def _replay(self, session: AcpSession, event: dict[str, Any]) -> None:
-        """A recorded event as the client saw it live (load_session): prompts, answers, tool calls."""
-        kind = event["type"]
-        if kind == "user.message":
-            self._put(session, acp.update_user_message_text(event.get("typed") or event["content"]))
-        elif kind == "assistant.message" and event["content"].strip():
-            self._put(session, acp.update_agent_message_text(event["content"]))
-        elif kind == "tool.call":
-            name, arguments = event["name"], event.get("arguments")
-            title = tool_title(name, arguments, event.get("summary", ""))
-            self._put(session, acp.start_tool_call(
-                event["call_id"], title, kind=tool_kind(name, self._effect(session, name)), status="pending",
-                raw_input=arguments,
-            ))  # fmt: skip
-        elif kind == "tool.result":
-            output = acp.tool_content(acp.text_block(event.get("output", "")[:8000]))
-            status = "completed" if event.get("ok") else "failed"
-            self._put(session, acp.update_tool_call(event["call_id"], status=status, content=[output]))
 
     # ------------------------------------------------------------------ sending
     def _put(self, session: AcpSession, update: Any) -> None:
@@ -616,102 +431,3 @@ class SpecAgent:
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0]
-
-
-def prompt_text(blocks: list) -> tuple[str, str]:
-    """(what the person typed, the message for the model): text as is; an attached file (an embedded
-    resource) as its path and a fenced copy; a link to a file as its path for the model to read."""
-    typed, parts = [], []
-    for block in blocks:
-        if isinstance(block, TextContentBlock):
-            typed.append(block.text)
-            parts.append(block.text)
-        elif isinstance(block, EmbeddedResourceContentBlock) and isinstance(
-            block.resource, TextResourceContents
-        ):
-            where = _path_of(block.resource.uri)
-            parts.append(f"The file {where}, attached:\n```\n{block.resource.text}\n```")
-        elif isinstance(block, ResourceContentBlock):
-            parts.append(f"(see the file {_path_of(block.uri)})")
-    return "\n".join(typed), "\n\n".join(parts)
-
-
-def _path_of(uri: str) -> str:
-    return uri.removeprefix("file://")
-
-
-def client_servers(servers: list, taken: set[str]) -> dict[str, MCPServerConfig]:
-    """The client's MCP servers in our configuration's terms, started beside the user's own; a name
-    that clashes with one of the user's gets a `-client` suffix rather than replacing it."""
-    configs: dict[str, MCPServerConfig] = {}
-    for server in servers:
-        name = f"{server.name}-client" if server.name in taken else server.name
-        if isinstance(server, McpServerStdio):
-            configs[name] = MCPServerConfig(
-                command=server.command, args=list(server.args), env={e.name: e.value for e in server.env}
-            )
-        elif isinstance(server, HttpMcpServer | SseMcpServer):
-            configs[name] = MCPServerConfig(
-                url=server.url, headers={h.name: h.value for h in server.headers},
-                type="sse" if isinstance(server, SseMcpServer) else "http",
-            )  # fmt: skip
-    return configs
-
-
-# ---------------------------------------------------------------------------------- the wire
-class StrictNdjson(NdjsonTransport):
-    """The SDK's framing, with JSON-RPC's answers to bad input. The SDK only logs a line that does not
-    parse (the client never hears of it), and its receive loop fails on JSON that is not an object."""
-
-    async def receive(self) -> dict[str, Any] | None:
-        while True:
-            line = await self._read_line()
-            if not line:
-                return None
-            if not line.strip():
-                continue
-            try:
-                message = json.loads(line)
-            except ValueError as exc:
-                await self.send(_error(None, -32700, "Parse error", str(exc)))
-                continue
-            if not isinstance(message, dict) or not isinstance(message.get("method", ""), str):
-                ident = message.get("id") if isinstance(message, dict) else None
-                await self.send(_error(ident, -32600, "Invalid request", "a JSON-RPC message is an object"))
-                continue
-            return message
-
-
-def _error(ident: Any, code: int, message: str, details: str) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": ident,
-        "error": {"code": code, "message": message, "data": {"details": details}},
-    }
-
-
-async def serve(agent: SpecAgent) -> None:
-    loop = asyncio.get_running_loop()
-    # The protocol's stdout: the real one, kept aside; fd 1 becomes stderr for everything else.
-    protocol_out = os.fdopen(os.dup(1), "wb", buffering=0)
-    os.dup2(2, 1)
-    reader = asyncio.StreamReader(limit=50 * 1024 * 1024)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, protocol_out)
-    writer = asyncio.StreamWriter(transport, protocol, None, loop)
-    supervisor = TaskSupervisor(source="agent acp")
-    wire = StrictNdjson(reader, MessageSender(writer, supervisor))
-    try:
-        await acp.run_agent(agent, wire)
-    finally:
-        await agent.shutdown()
-        await supervisor.shutdown()
-
-
-def cmd_acp(args: Namespace, _settings: Settings) -> int:
-    agent = SpecAgent(args.profile, args.base_url, figures_line=not args.no_figures)
-    try:
-        asyncio.run(serve(agent))
-    except KeyboardInterrupt:
-        return 130
-    return 0
