@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 from argparse import Namespace
 from typing import Any
@@ -53,7 +54,8 @@ def _error(ident: Any, code: int, message: str, details: str) -> dict[str, Any]:
     }
 
 
-async def serve(agent: SpecAgent) -> None:
+async def serve(agent: SpecAgent) -> bool:
+    """Serve until the client goes (stdin closed: False) or SIGTERM comes (True)."""
     loop = asyncio.get_running_loop()
     # The protocol's stdout: the real one, kept aside; fd 1 becomes stderr for everything else.
     protocol_out = os.fdopen(os.dup(1), "wb", buffering=0)
@@ -64,17 +66,33 @@ async def serve(agent: SpecAgent) -> None:
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
     supervisor = TaskSupervisor(source="agent acp")
     wire = StrictNdjson(reader, MessageSender(writer, supervisor))
+    # Clients end an agent with SIGTERM shortly after closing its stdin (acpx after 100 ms, the SDK's
+    # client after 2 s): it ends the session as a closed stdin does, servers stopped and transcripts whole.
+    serving = asyncio.ensure_future(acp.run_agent(agent, wire))
+    terminated = False
+
+    def on_sigterm() -> None:
+        nonlocal terminated
+        terminated = True
+        serving.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, on_sigterm)
     try:
-        await acp.run_agent(agent, wire)
+        await serving
+    except asyncio.CancelledError:
+        if not terminated:
+            raise
     finally:
+        loop.remove_signal_handler(signal.SIGTERM)
         await agent.shutdown()
         await supervisor.shutdown()
+    return terminated
 
 
 def cmd_acp(args: Namespace, _settings: Settings) -> int:
     agent = SpecAgent(args.profile, args.base_url, figures_line=not args.no_figures)
     try:
-        asyncio.run(serve(agent))
+        terminated = asyncio.run(serve(agent))
     except KeyboardInterrupt:
         return 130
-    return 0
+    return 143 if terminated else 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -130,3 +131,25 @@ def test_the_client_going_while_the_server_loads_leaves_no_server(tmp_path, isol
     assert run(main()) == 0
     # (the conftest fails the test if a server it registered is still running: ServerRegistry.running())
     assert ServerRegistry(isolated_state).running() == []
+
+
+def test_sigterm_ends_the_session_whole_and_stops_the_server_it_started(tmp_path, isolated_state):
+    """Clients send SIGTERM soon after closing stdin (acpx after 100 ms): the server must not outlive it."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    body = f'cd "{REPO}"\nexec "{sys.executable}" -m tests.scripted_server --as-llama-server "$@"\n'
+    workspace_profile(tmp_path, ws, "scripted", body, {"SCRIPTED_REPLIES": json.dumps([{"content": "Hi."}])})
+
+    async def main():
+        client = RecordingClient()
+        async with acp_agent(client, tmp_path, "-p", "scripted") as (conn, process):
+            session = await conn.new_session(cwd=str(ws), mcp_servers=[])
+            await conn.prompt(session_id=session.session_id, prompt=[acp.text_block("Hello?")])
+            assert len(ServerRegistry(isolated_state).running()) == 1
+            process.send_signal(signal.SIGTERM)  # stdin still open: only the signal ends it
+            return await asyncio.wait_for(process.wait(), 30)
+
+    assert run(main()) == 143
+    assert ServerRegistry(isolated_state).running() == []
+    [events] = transcripts(isolated_state)
+    assert events[-1]["type"] == "session.finished"
