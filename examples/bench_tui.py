@@ -1,15 +1,17 @@
 """The TUI's three benchmarks (issue: the interactive TUI), printed as Markdown for docs/benchmarks.md.
 
-1. Token to screen: the scripted server (a separate process) streams a long Markdown answer as fast
-   as it can be asked to (~1000 deltas/s). For each delta: the time from its arrival in the app (the
-   event) to its being in the answer widget's document (rendered on the next frame). Median and p99,
-   early and late in the answer (a growing lag shows as late >> early), and CPU time per delta.
+1. Token to screen (tests/frontends/tui/stream_lag.py): the scripted server (a separate process) streams a long
+   Markdown answer, --rate deltas a second on a fixed schedule (or --chunk-delay apart). For each
+   delta: the time from its arrival in the app (the event) to the first screen update after it is in
+   the answer's widget. Median and p99, early and late in the answer (a growing lag shows as late >>
+   early), how far the stream fell behind the server's schedule, and CPU time per delta.
 2. A 200-turn session: resumed from its transcript; the time to show it, to scroll to the top and
    back, and the process's memory.
 3. Start to typing: `agent -p PROFILE` in tmux with that profile's server already running, until a
    typed character shows in the input.
 
-    python examples/bench_tui.py [--tokens 20000] [--turns 200] [--profile tiny] [--skip-start]
+    python examples/bench_tui.py [--tokens 20000] [--rate 2000] [--turns 200] [--profile tiny] [--skip-start]
+    python examples/bench_tui.py --tokens 20000 --rate 2000 --stream-only
 """
 
 from __future__ import annotations
@@ -20,8 +22,6 @@ import json
 import os
 import resource
 import shutil
-import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,145 +34,8 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("AGENT_STATE_DIR", tempfile.mkdtemp(prefix="bench-tui-state-"))
 os.environ.setdefault("AGENT_CONFIG_DIR", tempfile.mkdtemp(prefix="bench-tui-config-"))
 
-from textual.widgets import Markdown  # noqa: E402
-
-from agent.events import TextDelta  # noqa: E402
 from tests.frontends.tui.helpers import git_workspace, make_app, send, wait_for  # noqa: E402
-
-SECTION = """## Step {i}
-
-The store keeps tasks in a dict keyed by id; this step adds **{i}** more checks and explains
-why each one matters for `delete_task`, with a short example below.
-
-```python
-def test_delete_{i}(store):
-    task = store.add("write step {i}")
-    assert store.delete_task(task) is True
-    assert store.delete_task(task) is False
-```
-
-- the first call removes it
-- the second finds nothing
-
-"""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
-
-
-def scripted_server(replies: list[dict]) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = {**os.environ, "SCRIPTED_REPLIES": json.dumps(replies)}
-    proc = subprocess.Popen([sys.executable, "-m", "tests.scripted_server", "--as-llama-server", "--port", str(port)],
-                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-            return proc, url
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("the scripted server did not start")
-
-
-def answer_text(chars: int) -> str:
-    """Markdown that reads like an answer: paragraphs, code blocks and lists, never repeating (a
-    repeating stream is cut by the client's loop guard)."""
-    import random
-
-    rng = random.Random(7)
-    words = [
-        "store",
-        "task",
-        "delete",
-        "add",
-        "check",
-        "index",
-        "value",
-        "result",
-        "error",
-        "list",
-        "file",
-        "test",
-        "path",
-        "line",
-        "field",
-    ]
-    text, i = "", 0
-    while len(text) < chars:
-        name = "_".join(rng.sample(words, 2))
-        prose = " ".join(rng.choice(words) for _ in range(rng.randint(25, 60)))
-        text += SECTION.format(i=f"{i}_{name}").replace(
-            "The store keeps", prose.capitalize() + ". The store keeps"
-        )
-        i += 1
-    return text[:chars]
-
-
-async def token_to_screen(deltas: int, chunk_delay: float = 0.001) -> dict:
-    text = answer_text(deltas * 6)  # the scripted server sends 6 characters per delta
-    proc, url = scripted_server([{"content": text, "chunk_delay": chunk_delay}])
-    arrivals: list[tuple[float, int]] = []  # (time, answer length after this delta)
-    shown: list[tuple[float, int]] = []  # (time, answer length on screen after an append)
-    widgets: dict[int, int] = {}  # a long answer spans several Markdown widgets: their lengths
-    original_append = Markdown.append
-
-    async def timed_append(self, markdown: str):
-        result = await original_append(self, markdown)
-        widgets[id(self)] = len(self.source)
-        shown.append((time.perf_counter(), sum(widgets.values())))
-        return result
-
-    Markdown.append = timed_append
-    try:
-        ws = git_workspace(Path(tempfile.mkdtemp(prefix="bench-tui-ws-")))
-        app = make_app(ws, base_url=url)
-        async with app.run_test(size=(120, 36)) as pilot:
-            await wait_for(pilot, lambda: app.ready, timeout=30)
-            forward = app.session.emit_ui
-            length = 0
-
-            def emit(event):
-                nonlocal length
-                if isinstance(event, TextDelta):
-                    length += len(event.text)
-                    arrivals.append((time.perf_counter(), length))
-                forward(event)
-
-            app.session.emit_ui = emit
-            cpu0, wall0 = time.process_time(), time.perf_counter()
-            await send(pilot, "explain the tests")
-            await wait_for(pilot, lambda: len(app.status.turns) >= 1, timeout=600)
-            cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    finally:
-        Markdown.append = original_append
-        proc.kill()
-        proc.wait()
-    delays, j = [], 0
-    for arrived, needed in arrivals:
-        while j < len(shown) and shown[j][1] < needed:
-            j += 1
-        if j == len(shown):
-            break
-        delays.append(max(0.0, shown[j][0] - arrived) * 1000)
-    n = len(arrivals)
-    stream_s = arrivals[-1][0] - arrivals[0][0]
-    tenth = max(1, n // 10)
-    return {
-        "deltas": n, "delivered_per_s": n / stream_s if stream_s else 0,
-        "median_ms": statistics.median(delays), "p99_ms": percentile(delays, 0.99),
-        "first_tenth_median_ms": statistics.median(delays[:tenth]), "last_tenth_median_ms": statistics.median(delays[-tenth:]),
-        "last_tenth_p99_ms": percentile(delays[-tenth:], 0.99),
-        "cpu_ms_per_delta": cpu / n * 1000, "cpu_share": cpu / wall,
-    }  # fmt: skip
+from tests.frontends.tui.stream_lag import SECTION, scripted_server, token_to_screen  # noqa: E402
 
 
 def long_session(turns: int, path: Path, workspace: Path) -> str:
@@ -282,13 +145,19 @@ def main() -> None:
     parser.add_argument(
         "--chunk-delay", type=float, default=0.001, help="seconds between deltas (0.001: ~1000/s)"
     )
+    parser.add_argument(
+        "--rate", type=float, help="deltas a second on the server's fixed schedule (instead of --chunk-delay)"
+    )
+    parser.add_argument("--stream-only", action="store_true", help="only the token-to-screen measure")
     parser.add_argument("--profile", default="tiny")
     parser.add_argument("--skip-start", action="store_true", help="skip the tmux start-to-typing measure")
     args = parser.parse_args()
-    stream = asyncio.run(token_to_screen(args.tokens, args.chunk_delay))
+    stream = asyncio.run(token_to_screen(args.tokens, args.rate, args.chunk_delay))
     print("| token to screen | value |\n|---|---|")
     for key, value in stream.items():
         print(f"| {key} | {value:.3f} |" if isinstance(value, float) else f"| {key} | {value} |")
+    if args.stream_only:
+        return
     session = asyncio.run(many_turns(args.turns))
     print("\n| long session | value |\n|---|---|")
     for key, value in session.items():

@@ -13,6 +13,8 @@ Each chat request takes the next reply from a script. A reply is a dict:
     {"timings": {...}}                                    replace or extend the computed timings
     {"counters": {"draft_tokens": 40, "accepted": 30}}    drafting seen only on /metrics (like vLLM)
     {"delay": 0.5, "chunk_delay": 0.01}                   slow replies
+    {"chunks_per_s": 2000}                                chunks on a fixed schedule (a late one is sent
+                                                          at once), so the rate holds where sleeps drift
 
 The prompt cache is simulated the way llama-server does it: tokens (here ~4 characters) shared with the
 previous request's prompt count as cache_n. A prompt larger than `n_ctx` gets the real overflow error.
@@ -281,6 +283,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         created = int(time.time())
         sent = 0
+        period = 1 / reply["chunks_per_s"] if reply.get("chunks_per_s") else 0.0
+        began = time.perf_counter()
 
         def send(payload: dict | str) -> bool:
             nonlocal sent
@@ -293,7 +297,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
             self.wfile.flush()
             sent += 1
-            time.sleep(reply.get("chunk_delay", 0))
+            if period:
+                time.sleep(max(0.0, began + sent * period - time.perf_counter()))
+            else:
+                time.sleep(reply.get("chunk_delay", 0))
             return True
 
         def chunk(delta: dict, finish: str | None = None, **extra: Any) -> dict:

@@ -63,9 +63,11 @@ def screen_text(app: AgentApp) -> str:
     from rich.console import Console
     from textual.widgets import Markdown, Static
 
+    from agent.frontends.tui.widgets.live_answer import LiveAnswer
+
     parts = []
     for widget in app.conversation.query("*"):
-        if isinstance(widget, Markdown):
+        if isinstance(widget, Markdown | LiveAnswer):
             parts.append(widget.source)
         elif isinstance(widget, Static):
             content = widget.content

@@ -1,39 +1,39 @@
 """The conversation: prompts, streamed answers, tool calls, turn figures and notices, in order.
 
-Answers stream into a Markdown widget through `Markdown.get_stream`, which appends and batches
-instead of re-rendering the whole answer per token. The view stays anchored to the bottom while the
-user has not scrolled up.
+Streamed text is written once a frame into a `LiveAnswer`, whose cost per frame is about what arrived
+in it; a finished answer (or a ~4k part of a long one) is shown as Rich Markdown, one widget each, as
+a resumed session shows it. The view stays anchored to the bottom while the user has not scrolled up.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from rich.markdown import Markdown as RichMarkdown
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.timer import Timer
 from textual.widget import Widget
-from textual.widgets import Collapsible, Markdown, Static
-from textual.widgets._markdown import MarkdownStream
+from textual.widgets import Collapsible, Static
 
 from agent.events import ToolCallStarted, ToolFinished
+from agent.frontends.tui.widgets.live_answer import LiveAnswer, RenderedOnce
 from agent.frontends.tui.widgets.tool_call import ToolCallView
 from agent.store.telemetry import TurnStats
 
-SPLIT_CHARS = 4000  # a streamed answer longer than this goes on in a new Markdown widget
+SPLIT_CHARS = 4000  # a streamed answer's complete blocks beyond this become a past answer
 FRAME_S = 1 / 30  # streamed text is written at most this often
 
 
 class Conversation(VerticalScroll):
     def __init__(self) -> None:
         super().__init__(id="conversation")
-        self._answer: MarkdownStream | None = None
-        self._answer_chars = 0  # in the current answer widget
-        self._unwritten = ""  # text that waits for the next frame
+        self._answer: LiveAnswer | None = None
+        self._reasoning: LiveAnswer | None = None
+        self._unwritten = ""  # answer text that waits for the next frame
+        self._unwritten_reasoning = ""
         self._frame: Timer | None = None
-        self._fences = 0  # ``` seen in it: odd means inside a code block
-        self._reasoning: MarkdownStream | None = None
+        self._writing = asyncio.Lock()
         self._calls: dict[str, ToolCallView] = {}
 
     def on_mount(self) -> None:
@@ -48,77 +48,70 @@ class Conversation(VerticalScroll):
         await self.add(_prompt_line(text))
 
     async def text(self, delta: str) -> None:
-        """Text is written to the answer at most once a frame: every write re-parses and re-styles
-        the answer's last blocks, so a write per token would spend the CPU the stream needs."""
-        await self._end_reasoning()
+        """Text is written at most once a frame: a fast stream costs one screen update per frame."""
+        if self._reasoning is not None:
+            async with self._writing:
+                await self._end_reasoning()
         self._unwritten += delta
+        self._next_frame()
+
+    async def reasoning(self, delta: str) -> None:
+        if self._reasoning is None:
+            async with self._writing:
+                await self._write_frame()  # the answer so far stays above the new box
+                body = LiveAnswer(classes="reasoning-text")
+                await self.add(Collapsible(body, title="reasoning", collapsed=True, classes="reasoning"))
+                self._reasoning = body
+        self._unwritten_reasoning += delta
+        self._next_frame()
+
+    def _next_frame(self) -> None:
         if self._frame is None:
-            self._frame = self.set_timer(FRAME_S, self._write_frame)
+            self._frame = self.set_timer(FRAME_S, self._on_frame)
+
+    async def _on_frame(self) -> None:
+        async with self._writing:
+            await self._write_frame()
 
     async def _write_frame(self) -> None:
-        self._frame = None
+        """(With `_writing` held: the frame timer runs in this widget's message loop, the events
+        that end a stream in the app's, and a mount lets the other run in between.)"""
+        if self._frame is not None:
+            self._frame.stop()
+            self._frame = None
+        if self._unwritten_reasoning and self._reasoning is not None:
+            self._reasoning.write(self._unwritten_reasoning)
+        self._unwritten_reasoning = ""
         delta, self._unwritten = self._unwritten, ""
         if not delta:
             return
         if self._answer is None:
-            await self._new_answer()
-        if self._answer_chars > SPLIT_CHARS and (cut := self._boundary(delta)) is not None:
-            # A long answer continues in a new widget: appending re-lays out the widget it goes
-            # to, so a 20k-token answer in one widget would slow every token down as it grows.
-            await self._write(delta[:cut])
-            await self._close_answer()
-            await self._new_answer()
-            delta = delta[cut:]
-        await self._write(delta)
-
-    async def _new_answer(self) -> None:
-        widget = await self.add(Markdown(classes="answer"))
-        self._answer = Markdown.get_stream(widget)
-        self._answer_chars = self._fences = 0
-
-    async def _write(self, text: str) -> None:
-        self._answer_chars += len(text)
-        self._fences += text.count("```")
-        await self._answer.write(text)
-
-    def _boundary(self, delta: str) -> int | None:
-        """Where the answer may be cut in two: after a blank line outside a code block."""
-        at = delta.find("\n\n")
-        while at != -1:
-            if (self._fences + delta[:at].count("```")) % 2 == 0:
-                return at + 2
-            at = delta.find("\n\n", at + 1)
-        return None
-
-    async def reasoning(self, delta: str) -> None:
-        if self._reasoning is None:
-            body = Markdown(classes="reasoning-text")
-            await self.add(Collapsible(body, title="reasoning", collapsed=True, classes="reasoning"))
-            self._reasoning = Markdown.get_stream(body)
-        await self._reasoning.write(delta)
+            self._answer = await self.add(LiveAnswer(classes="answer"))
+        self._answer.write(delta)
+        if len(self._answer.settled) > SPLIT_CHARS:
+            # A long answer's complete blocks become a past answer: the live part stays short, so
+            # what a frame costs (layout, a width change, the final render) does not grow with it.
+            await self.mount(_past_answer(self._answer.take_settled()), before=self._answer)
 
     async def end_stream(self) -> None:
-        await self._end_reasoning()
-        if self._frame is not None:
-            self._frame.stop()
-        await self._write_frame()
-        await self._close_answer()
+        async with self._writing:
+            await self._end_reasoning()
+            await self._write_frame()
+            await self._close_answer()
 
     async def _close_answer(self) -> None:
-        """The answer (or a part of a long one) is complete: its blocks, one widget each, give way to
-        one widget. The screen's layout then costs the same per frame at token 20,000 as at 20."""
+        """The answer is complete: it is shown as one Rich Markdown widget, as a past answer."""
         if self._answer is not None:
-            stream, self._answer = self._answer, None
-            await stream.stop()
-            widget = stream.markdown_widget
-            if widget.source.strip():
-                await self.mount(_past_answer(widget.source), before=widget)
-            await widget.remove()
+            live, self._answer = self._answer, None
+            if live.source.strip():
+                await self.mount(_past_answer(live.rendered()), before=live)
+            await live.remove()
 
     async def _end_reasoning(self) -> None:
         if self._reasoning is not None:
-            stream, self._reasoning = self._reasoning, None
-            await stream.stop()
+            await self._write_frame()
+            reasoning, self._reasoning = self._reasoning, None
+            reasoning.finish()
 
     async def tool_started(self, call: ToolCallStarted) -> ToolCallView:
         await self.end_stream()
@@ -163,7 +156,7 @@ class Conversation(VerticalScroll):
             if kind == "user.message":
                 widgets.append(_prompt_line(event.get("typed") or event["content"]))
             elif kind == "assistant.message" and event["content"].strip():
-                widgets.append(_past_answer(event["content"]))
+                widgets.append(_past_answer(RenderedOnce(event["content"])))
             elif kind == "tool.call":
                 call = ToolCallStarted(
                     event["turn"],
@@ -186,8 +179,8 @@ class Conversation(VerticalScroll):
             await self.mount_all(widgets)
 
 
-def _past_answer(markdown: str) -> Static:
-    return Static(RichMarkdown(markdown), classes="answer past")
+def _past_answer(answer: RenderedOnce) -> Static:
+    return Static(answer, classes="answer past")
 
 
 def _prompt_line(text: str) -> Static:
