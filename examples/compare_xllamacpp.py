@@ -10,18 +10,25 @@ check and the preflight) and stopped after use.
     python3 -m venv /var/tmp/xllama-venv && /var/tmp/xllama-venv/bin/pip install xllamacpp
     python examples/compare_xllamacpp.py --xllama-python /var/tmp/xllama-venv/bin/python check
     python examples/compare_xllamacpp.py --xllama-python /var/tmp/xllama-venv/bin/python \
-        speed tiny coder --rounds 4 --max-tokens 400
+        pairs tiny coder --pairs 40 --max-tokens 128
 
 `check`: per profile and server, what the agent relies on: the flags accepted, /health, /props,
 a streamed chat completion with tools (`tool_choice: required`) and `timings`, drafting (`draft_n` in
 `timings` on a prompt that asks to copy code) and the draft counters of /metrics, and the HTTP 400 of
 a prompt over the context. One row per server, as a Markdown table.
 
+`pairs` (what docs/benchmarks.md reports): both servers of a profile loaded at once, one request to
+each in turn (the order swapped every pair; the seed's three prompts, or --prompt-file's, temperature
+0, no prompt cache). Each request records the server's rates from `timings` and its `cpu_share`: its
+CPU seconds over the wall time over its thread count, near 1.0 when nothing else ran. Prints the
+medians and the median of the per-pair ratios, over all pairs and over the pairs in which both servers
+had their cores (`--min-share`), plus the ratios per CPU-second. On a shared 2-core box this is what
+gives figures: llama.cpp's threads spin while they wait for each other, so a busy machine slows it far
+more than its share, and unevenly.
+
 `speed`: `agent bench NATIVE xl-NATIVE --runs 1 --temperature 0 --json` per round, the order swapped
-every round (native first, then xllamacpp first, ...) so that a load from elsewhere on the machine
-falls on both; per round the ratio of the two medians (generation tok/s over the seed's 3 prompts;
-prefill tok/s too, or over --prompt-file's prompts). Prints the per-round figures and the median and
-range of each, and with --out writes every bench JSON there.
+every round, `--max-load` to wait for a quiet machine first; per round the ratio of the two medians.
+Fine on a machine of one's own; on a shared one, rounds of a minute caught different loads.
 
 Run it from the checkout with the project's venv active (`agent` on PATH). It never touches the
 cache: the native build and the embedded models must be there already (`agent server install`).
@@ -32,21 +39,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import httpx2
 
-from agent.server.lifecycle import api_root
-from agent.server.profiles import EMBEDDED, builtin_profiles_dir, load_profile_file
-
 HERE = Path(__file__).resolve().parent
+PROFILES = HERE.parent / "server_profiles"
 PORT_OFFSET = 10000
+THREADS: int | None = None  # --threads of `pairs`: what a server's cpu_share is a share of
 COPY_PROMPT = (
     "Repeat this Python code exactly, with no comment:\n\n```python\n"
     + "\n".join(f"def f{i}(x):\n    return x * {i} + {i * 7} - len(str(x))\n" for i in range(12))
@@ -67,15 +75,18 @@ WEATHER_TOOL = {
 
 
 def embedded_profiles() -> list[str]:
+    """The built-in profiles that run the embedded build (a profile names no binary: it is embedded)."""
     return [
-        p.stem
-        for p in sorted(builtin_profiles_dir().glob("*.toml"))
-        if load_profile_file(p).binary == EMBEDDED
+        path.stem
+        for path in sorted(PROFILES.glob("*.toml"))
+        if tomllib.loads(path.read_text(encoding="utf-8")).get("binary", "embedded") == "embedded"
+        and "base_url" not in tomllib.loads(path.read_text(encoding="utf-8"))
     ]
 
 
-def scratch_config(xllama_python: Path, root: Path) -> dict[str, str]:
-    """The environment in which `xl-NAME` profiles exist (and no other state is touched)."""
+def scratch_config(xllama_python: Path, root: Path, extra_args: list[str]) -> dict[str, str]:
+    """The environment in which `xl-NAME` profiles exist (and no other state is touched). With
+    `extra_args`, both NAME (overriding the built-in one) and xl-NAME get them after their own."""
     shim = root / "llama-server-xllamacpp"
     shim.write_text(
         f'#!/bin/sh\nexec {xllama_python} {HERE / "xllamacpp_server.py"} "$@"\n', encoding="utf-8"
@@ -83,18 +94,22 @@ def scratch_config(xllama_python: Path, root: Path) -> dict[str, str]:
     shim.chmod(0o755)
     (root / "config" / "profiles").mkdir(parents=True, exist_ok=True)
     for name in embedded_profiles():
-        profile = load_profile_file(builtin_profiles_dir() / f"{name}.toml")
-        lines = []
-        for line in (builtin_profiles_dir() / f"{name}.toml").read_text(encoding="utf-8").splitlines():
-            if line.startswith("binary ="):
-                line = f'binary = "{shim}"'
-            elif line.startswith("port ="):
-                line = f"port = {profile.port + PORT_OFFSET}"
-            lines.append(line)
-        (root / "config" / "profiles" / f"xl-{name}.toml").write_text(
-            "\n".join(lines) + "\n", encoding="utf-8"
+        text = (PROFILES / f"{name}.toml").read_text(encoding="utf-8")
+        port = tomllib.loads(text)["port"]
+        if extra_args:
+            extra = "".join(f'"{a}", ' for a in extra_args)
+            text = text.replace("args = [", f"args = [{extra}", 1)
+            (root / "config" / "profiles" / f"{name}.toml").write_text(text, encoding="utf-8")
+        xl = text.replace('binary = "embedded"', f'binary = "{shim}"').replace(
+            f"port = {port}", f"port = {port + PORT_OFFSET}"
         )
+        (root / "config" / "profiles" / f"xl-{name}.toml").write_text(xl, encoding="utf-8")
     return {**os.environ, "AGENT_CONFIG_DIR": str(root / "config"), "AGENT_STATE_DIR": str(root / "state")}
+
+
+def api_root(base_url: str) -> str:
+    url = base_url.rstrip("/")
+    return url.removesuffix("/v1")
 
 
 def agent(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
@@ -187,9 +202,14 @@ def cmd_check(args: argparse.Namespace, env: dict[str, str]) -> None:
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "check.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    table(rows)
+
+
+def table(rows: list[dict[str, Any]]) -> None:
     print(
-        "| profile | starts (s to ready) | /health | /props | tools (required): calls, finish | "
-        "`timings` keys | drafted (accepted/drafted) | /metrics draft counters (delta) | over context |"
+        "| profile | starts, s to ready | /health | /props | tool_choice required: tool_calls, finish | "
+        "`timings` fields | copy prompt: accepted/drafted in `timings` | /metrics: drafts, drafted, accepted "
+        "(delta) | prompt over n_ctx |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
@@ -197,11 +217,15 @@ def cmd_check(args: argparse.Namespace, env: dict[str, str]) -> None:
             print(f"| {r['profile']} | no: {r['start']} | | | | | | | |")
             continue
         m = r["metrics"]
-        counters = ", ".join(f"{k} {v:g}" for k, v in m.items()) if isinstance(m, dict) else m
+        counters = f"{m['drafts_total']:g}, {m['draft_tokens_total']:g}, {m['accepted_tokens_total']:g}"
+        draft_fields = {"draft_n", "draft_n_accepted"} & set(r["timings_keys"])
+        fields = f"{len(r['timings_keys'])}" + (
+            f" ({', '.join(sorted(draft_fields))})" if draft_fields else ""
+        )
         print(
-            f"| {r['profile']} | yes ({r['ready_s']}) | {r['health']} | {r['props']} | {r['tool_calls']}, "
-            f"{r['tools_finish']} | {len(r['timings_keys'])}: {' '.join(r['timings_keys'])} | "
-            f"{r['draft_timings']} | {counters} | {r['overflow']} |"
+            f"| {r['profile']} | yes, {r['ready_s']} | {r['health'].split()[0]} | {r['props']} | "
+            f"{r['tool_calls']}, {r['tools_finish']} | {fields} | {r['draft_timings']} | {counters} | "
+            f"{r['overflow']} |"
         )
 
 
@@ -226,6 +250,112 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
+def server_at(env: dict[str, str], name: str) -> tuple[str, int]:
+    status = json.loads(agent(env, "server", "status", "--json").stdout or "[]")
+    record = next(s for s in status if s["profile"] == name)
+    return api_root(record["base_url"]), record["pid"]
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def timed(url: str, pid: int, prompt: str, max_tokens: int) -> dict[str, float]:
+    """One request's server-side rates, and the share of the machine's cores the server got meanwhile
+    (its CPU seconds over the wall time, over the core count): near 1.0 when nothing else ran."""
+    body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+            "temperature": 0, "cache_prompt": False}  # fmt: skip
+    cpu, wall = cpu_seconds(pid), time.monotonic()
+    t = httpx2.post(url + "/v1/chat/completions", json=body, timeout=600).json()["timings"]
+    share = (cpu_seconds(pid) - cpu) / (time.monotonic() - wall) / (THREADS or os.cpu_count() or 1)
+    return {"gen": t["predicted_per_second"], "prefill": t["prompt_per_second"], "prompt_n": t["prompt_n"],
+            "predicted_n": t["predicted_n"], "draft_n": t.get("draft_n"), "draft_n_accepted": t.get("draft_n_accepted"),
+            "cpu_share": round(share, 3)}  # fmt: skip
+
+
+def cmd_pairs(args: argparse.Namespace, env: dict[str, str]) -> None:
+    global THREADS
+    THREADS = args.threads
+    try:  # the seed's three code prompts, where `agent bench` keeps them
+        from agent.frontends.measure.bench import SEED_PROMPTS
+    except ImportError:
+        from agent.bench import SEED_PROMPTS
+
+    prompts = list(SEED_PROMPTS.values())
+    if args.prompt_file:
+        text = Path(args.prompt_file).read_text(encoding="utf-8")
+        prompts = [p.strip() for p in text.split("\n---\n") if p.strip()]
+    out = Path(args.out) if args.out else None
+    for name in args.profiles or ["tiny", "coder"]:
+        servers = [name, f"xl-{name}"]
+        try:
+            for server in servers:
+                started = agent(env, "server", "start", server)
+                if started.returncode != 0:
+                    sys.exit(f"{server} did not start:\n{started.stderr[-2000:]}")
+            at = {server: server_at(env, server) for server in servers}
+            for server in servers:
+                timed(*at[server], "Hello", 8)  # warm-up
+            pairs = []
+            for i in range(args.pairs):
+                order = servers if i % 2 == 0 else servers[::-1]
+                prompt = prompts[i % len(prompts)]
+                got = {server: timed(*at[server], prompt, args.max_tokens) for server in order}
+                pair = {"pair": i + 1, "order": order, "load": os.getloadavg()[0], **got}
+                pairs.append(pair)
+                print(json.dumps(pair), file=sys.stderr, flush=True)
+        finally:
+            for server in servers:
+                agent(env, "server", "stop", server)
+        if out:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / f"pairs-{name}.json").write_text(json.dumps(pairs, indent=2) + "\n", encoding="utf-8")
+        report(name, servers, pairs, args)
+
+
+def report(name: str, servers: list[str], pairs: list[dict], args: argparse.Namespace) -> None:
+    """All pairs, then only those in which both servers had the cores to themselves (cpu_share at
+    least --min-share): a busy machine slows llama.cpp far more than its share, and not evenly."""
+    quiet = [p for p in pairs if min(p[s]["cpu_share"] for s in servers) >= args.min_share]
+    for label, chosen in (("all pairs", pairs), (f"pairs with cpu_share >= {args.min_share}", quiet)):
+        if len(chosen) < 2:
+            print(f"\n{name}, {label}: {len(chosen)}, too few to summarise")
+            continue
+        summary(name, servers, chosen, label, args)
+
+
+def summary(name: str, servers: list[str], pairs: list[dict], label: str, args: argparse.Namespace) -> None:
+    n = {s: statistics.median(p[s]["prompt_n"] for p in pairs) for s in servers}
+    print(f"\n{name}, {label}: {len(pairs)} of {args.pairs} (max_tokens {args.max_tokens}, temperature 0, "
+          f"no prompt cache, median prompt {n[name]:g} tokens), order swapped each pair")  # fmt: skip
+    print("| server | gen tok/s, median (range) | prefill tok/s, median (range) | accepted/drafted |")
+    print("|---|---|---|---|")
+    for server in servers:
+        drafted = sum(p[server].get("draft_n") or 0 for p in pairs)
+        accepted = sum(p[server].get("draft_n_accepted") or 0 for p in pairs)
+        print(f"| {server} | {spread([p[server]['gen'] for p in pairs])} | "
+              f"{spread([p[server]['prefill'] for p in pairs])} | {f'{accepted}/{drafted}' if drafted else '-'} |")  # fmt: skip
+    xl = servers[1]
+    for key in ("gen", "prefill"):
+        plain = [p[xl][key] / p[name][key] for p in pairs]
+        # Per CPU-second too: each rate over the share of its threads' cores that it got meanwhile, i.e.
+        # what the kernels do with the time they are given, less sensitive to the rest of the machine.
+        per_cpu = [r * p[name]["cpu_share"] / p[xl]["cpu_share"] for r, p in zip(plain, pairs, strict=True)]
+        for label, ratios in ((key, sorted(plain)), (f"{key} per CPU-second", sorted(per_cpu))):
+            q1, _, q3 = statistics.quantiles(ratios, n=4)
+            print(f"xllamacpp / native, {label}: median of pair ratios {statistics.median(ratios):.2f} "
+                  f"(IQR {q1:.2f}-{q3:.2f}, range {ratios[0]:.2f}-{ratios[-1]:.2f})")  # fmt: skip
+
+
+def wait_for_quiet(max_load: float | None) -> None:
+    """On a shared machine, start a round only once the 1-minute load average is under `max_load`:
+    llama.cpp's threads spin while they wait for each other, so a busy core slows it far more than
+    its share (the tiny model fell from 60 to 3-25 tok/s at a load of 6-9 on 2 cores)."""
+    while max_load is not None and os.getloadavg()[0] >= max_load:
+        time.sleep(15)
+
+
 def cmd_speed(args: argparse.Namespace, env: dict[str, str]) -> None:
     out = Path(args.out) if args.out else None
     if out:
@@ -235,6 +365,7 @@ def cmd_speed(args: argparse.Namespace, env: dict[str, str]) -> None:
         rounds = []
         for i in range(args.rounds):
             order = [native, xl] if i % 2 == 0 else [xl, native]
+            wait_for_quiet(args.max_load)
             cmd = ["bench", *order, "--runs", "1", "--temperature", "0", "--json"]
             cmd += ["--max-tokens", str(args.max_tokens)]
             if args.prompt_file:
@@ -246,7 +377,8 @@ def cmd_speed(args: argparse.Namespace, env: dict[str, str]) -> None:
             if out:
                 (out / f"{name}-round{i + 1}.json").write_text(done.stdout, encoding="utf-8")
             a, b = medians(doc, native), medians(doc, xl)
-            row = {"round": i + 1, "order": order, "native": a, "xllamacpp": b,
+            load = [doc["profiles"][p]["load_average"]["before"] for p in order]
+            row = {"round": i + 1, "order": order, "load_before": load, "native": a, "xllamacpp": b,
                    "gen_ratio": b["gen"] / a["gen"] if a["gen"] and b["gen"] else None,
                    "prefill_ratio": b["prefill"] / a["prefill"] if a["prefill"] and b["prefill"] else None}  # fmt: skip
             rounds.append(row)
@@ -276,11 +408,23 @@ def main() -> None:
     speed.add_argument("profiles", nargs="*", help="default: tiny coder")
     speed.add_argument("--rounds", type=int, default=4)
     speed.add_argument("--max-tokens", type=int, default=400)
+    speed.add_argument("--max-load", type=float, help="start each round only under this 1-minute load")
     speed.add_argument("--prompt-file", help="agent bench --prompt-file (e.g. one long prompt for prefill)")
+    pairs = sub.add_parser("pairs", help="both servers up, requests alternated one by one: ratios per pair")
+    pairs.add_argument("profiles", nargs="*", help="default: tiny coder")
+    pairs.add_argument("--pairs", type=int, default=30)
+    pairs.add_argument("--max-tokens", type=int, default=128)
+    pairs.add_argument("--min-share", type=float, default=0.9, help="a quiet pair: both servers' cpu_share")
+    pairs.add_argument(
+        "--threads", type=int, help="--threads for both servers (default: llama.cpp's, one per core here)"
+    )
+    pairs.add_argument("--prompt-file", help="prompts separated by lines of --- (default: the seed's three)")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: servers stopped, scratch removed
     with tempfile.TemporaryDirectory(prefix="compare-xllamacpp-") as tmp:
-        env = scratch_config(args.xllama_python.expanduser().absolute(), Path(tmp))
-        {"check": cmd_check, "speed": cmd_speed}[args.command](args, env)
+        extra = ["--threads", str(args.threads)] if getattr(args, "threads", None) else []
+        env = scratch_config(args.xllama_python.expanduser().absolute(), Path(tmp), extra)
+        {"check": cmd_check, "speed": cmd_speed, "pairs": cmd_pairs}[args.command](args, env)
 
 
 if __name__ == "__main__":
