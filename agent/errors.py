@@ -7,7 +7,7 @@ class AgentError(Exception):
     """What failed, why, and what to do about it.
 
     `exit_code` follows `agent run`'s convention: 2 for usage and configuration, 4 for the server,
-    5 for a workspace another agent holds (agent/lock.py).
+    5 for a workspace another agent holds (agent/store/lock.py).
     """
 
     exit_code = 2

@@ -7,7 +7,7 @@ Three ways to find the window of the file most like a missed old_string:
 - the difflib scan (commit 8a4c9d7): difflib's ratio for every window, which issue 13 measured at 14 s;
 - shared words + difflib (commit 2decaa5): a sliding count of shared words picks 8 windows, difflib's
   ratio ranks them (slow again for a long old_string: difflib is quadratic in the window);
-- rapidfuzz (now, tools/files.py nearest_lines): rapidfuzz's Indel ratio for every window while that
+- rapidfuzz (now, tools/edit_matching.py nearest_lines): rapidfuzz's Indel ratio for every window while that
   is cheap, else for the 32 windows the lines vote for.
 Then the whole failed edit_file call (read, four matching passes, nearest lines) on 10,000 lines.
 """
@@ -26,7 +26,8 @@ import time
 from pathlib import Path
 
 from tools.base import ToolContext, ToolError
-from tools.files import EditArgs, EditFile, nearest_lines
+from tools.edit_matching import nearest_lines
+from tools.files import EditArgs, EditFile
 from tools.workspace import Workspace
 
 

@@ -1,4 +1,4 @@
-"""How long redaction (agent/redact.py) takes on 1 MB of text: what the transcript pays per MB written.
+"""How long redaction (agent/store/redact.py) takes on 1 MB of text: what the transcript pays per MB written.
 
 python examples/bench_redact.py
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from agent.redact import Redactor
+from agent.store.redact import Redactor
 
 REPO = Path(__file__).resolve().parents[1]
 MB = 1_000_000
@@ -30,7 +30,7 @@ def best_ms(redactor: Redactor, text: str, runs: int = 5) -> float:
 def main() -> None:
     redactor = Redactor(["registered-value-1", "another-registered-value"])
     redactor.add_environment()
-    # This repository's own source holds every hint (agent/redact.py names them all): no shape is skipped.
+    # This repository's own source holds every hint (agent/store/redact.py names them all): no shape is skipped.
     source = "".join(p.read_text() for p in sorted((REPO / "agent").rglob("*.py")))
     cases = {
         "prose, no secrets": one_mb("The agent runs the tests, reads the output and edits the file again. "),

@@ -17,13 +17,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent.actions import fence_for
-from agent.context import CHARS_PER_TOKEN, ContextWindow
-from agent.prompt import system_prompt
-from agent.repomap import repository_view
-from agent.suite import discover, prepare_workdir
-from agent.taskfile import load_task
-from agent.wiring import Workbench
+from agent.core.context import CHARS_PER_TOKEN, ContextWindow
+from agent.core.prompt import system_prompt
+from agent.core.repomap import repository_view
+from agent.core.workbench import Workbench
+from agent.frontends.measure.suite import discover, prepare_workdir
+from agent.protocols.base import fence_for
+from agent.session.taskfile import load_task
 
 TASKS = Path(__file__).resolve().parents[1] / "examples" / "tasks"
 

@@ -1,10 +1,10 @@
 """The TUI's three benchmarks (issue: the interactive TUI), printed as Markdown for docs/benchmarks.md.
 
-1. Token to screen (tests/tui/stream_lag.py): the scripted server (a separate process) streams a long
-   Markdown answer, --rate deltas a second on a fixed schedule (--rate 0: --chunk-delay apart). For each
-   delta: the time from its arrival in the app (the event) to the first screen update after it is in
-   the answer's widget. Median and p99, early and late in the answer (a growing lag shows as late >>
-   early), how far the stream fell behind the server's schedule, and CPU time per delta.
+1. Token to screen (tests/frontends/tui/stream_lag.py): the scripted server (a separate process)
+   streams a long Markdown answer, --rate deltas a second on a fixed schedule (--rate 0: --chunk-delay
+   apart). For each delta: the time from its arrival in the app (the event) to the first screen update
+   after it is in the answer's widget. Median and p99, early and late in the answer (a growing lag
+   shows as late >> early), how far the stream fell behind the server's schedule, and CPU per delta.
 2. A 200-turn session: resumed from its transcript; the time to show it, to scroll to the top and
    back, and the process's memory.
 3. Start to typing: `agent -p PROFILE` in tmux with that profile's server already running, until a
@@ -34,8 +34,8 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("AGENT_STATE_DIR", tempfile.mkdtemp(prefix="bench-tui-state-"))
 os.environ.setdefault("AGENT_CONFIG_DIR", tempfile.mkdtemp(prefix="bench-tui-config-"))
 
-from tests.tui.helpers import git_workspace, make_app, send, wait_for  # noqa: E402
-from tests.tui.stream_lag import SECTION, scripted_server, token_to_screen  # noqa: E402
+from tests.frontends.tui.helpers import git_workspace, make_app, send, wait_for  # noqa: E402
+from tests.frontends.tui.stream_lag import SECTION, scripted_server, token_to_screen  # noqa: E402
 
 
 def long_session(turns: int, path: Path, workspace: Path) -> str:
@@ -59,7 +59,7 @@ def long_session(turns: int, path: Path, workspace: Path) -> str:
 
 
 async def many_turns(turns: int) -> dict:
-    from agent.config import state_dir
+    from agent.settings.config import state_dir
 
     ws = git_workspace(Path(tempfile.mkdtemp(prefix="bench-tui-ws-")))
     session_id = long_session(turns, state_dir() / "sessions", ws)

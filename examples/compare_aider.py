@@ -35,10 +35,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from agent import suite
-from agent.checks import run_check
-from agent.server.lifecycle import openai_base_url
-from agent.taskfile import Task, load_task
+from agent.core.checks import run_check
+from agent.frontends.measure import suite
+from agent.server.launch_plan import openai_base_url
+from agent.session.taskfile import Task, load_task
 
 AIDER_VERSION = "0.86.2"
 AGENT_ARGS = ["--actions", "blocks"]  # after --base-url URL: the coder profile's protocol
@@ -88,7 +88,7 @@ def aider_command(
 
 
 def agent_command(task_dir: Path, workdir: Path, base_url: str) -> list[str]:
-    """What agent.suite.run_task runs (for --dry-run)."""
+    """What agent.frontends.measure.suite.run_task runs (for --dry-run)."""
     task_file = str((task_dir / "task.md").resolve())
     return [sys.executable, "-m", "agent", "run", task_file, "--workdir", str(workdir), "--json",
             "--approval", "full-auto", "--base-url", base_url, *AGENT_ARGS]  # fmt: skip
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(shlex.join(agent_command(task_dir, workroot / "agent" / task_dir.name, args.base_url)))
         return 0
 
-    # Checks and commands say `python3`: make it this interpreter, which has pytest (as agent.suite does).
+    # Checks and commands say `python3`: make it this interpreter, which has pytest (as agent.frontends.measure.suite does).
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     version = ensure_aider(args.aider_venv.expanduser()) if "aider" in harnesses else ""
     model = args.model or served_model(args.base_url)

@@ -18,10 +18,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ["AGENT_STATE_DIR"] = tempfile.mkdtemp(prefix="tui-shot-")
 os.environ["AGENT_CONFIG_DIR"] = tempfile.mkdtemp(prefix="tui-shot-")
 
-from agent.config import state_dir
+from agent.settings.config import state_dir
+from tests.frontends.tui import test_snapshots as recorded
+from tests.frontends.tui.helpers import screen_text, wait_for
 from tests.scripted_server import ScriptedServer
-from tests.tui import test_snapshots as recorded
-from tests.tui.helpers import screen_text, wait_for
 
 
 async def main(out: Path) -> None:

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import Settings
 from agent.server import machine_paths
-from agent.server.lifecycle import MachinePaths, ServerHandle, plan_launch, start, stop
+from agent.server.launch_plan import MachinePaths, plan_launch
+from agent.server.lifecycle import ServerHandle, start, stop
 from agent.server.profiles import get_profile
 from agent.server.registry import ServerRegistry
+from agent.settings.config import Settings
 from tools.base import ToolContext
 from tools.workspace import Workspace
 

@@ -1,6 +1,6 @@
 """Small GGUF files written with the `gguf` package's own writer: headers only, no tensors.
 
-They give the preflight (agent/server/preflight.py) the cases no real model at hand covers: DFlash
+They give the preflight (agent/server/preflight/) the cases no real model at hand covers: DFlash
 drafts of both architecture names, and the seed's big models by name, for tests that plan a launch.
 """
 

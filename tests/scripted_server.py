@@ -18,7 +18,8 @@ Each chat request takes the next reply from a script. A reply is a dict:
 
 The prompt cache is simulated the way llama-server does it: tokens (here ~4 characters) shared with the
 previous request's prompt count as cache_n. A prompt larger than `n_ctx` gets the real overflow error.
-Every request body is kept in `requests`, so tests can check exactly what the agent sent.
+Every request body is kept in `requests`, so tests can check exactly what the agent sent, and when each
+chat request arrived and its answer ended in `timeline`.
 
 Run as a script (`python -m tests.scripted_server --as-llama-server ...`) it also stands in for a
 llama-server binary in lifecycle tests: `--help` prints a recorded help text, other flags are ignored.
@@ -51,6 +52,9 @@ class ScriptedModel:
         self.default = default or {"content": "Done."}
         self.n_ctx = n_ctx
         self.requests: list[dict] = []
+        # (arrived, answered) per chat request, monotonic seconds: the gap from one answer's end to the
+        # next request is the agent's own time (examples/bench_acp.py --turns).
+        self.timeline: list[tuple[float, float]] = []
         self.previous_prompt = ""
         self.lock = threading.Lock()
         self.draft = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
@@ -110,6 +114,10 @@ def _chunks(text: str, size: int = 6) -> list[str]:
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY: an answer goes out as headers, then body, and on a kept-alive connection Nagle held
+    # the body until the client's delayed ACK: 40-50 ms per GET /metrics (two per model request), which
+    # examples/bench_acp.py counted as the agent's own time. llama-server answers one in under 1 ms.
+    disable_nagle_algorithm = True
 
     def log_message(self, *args: Any) -> None:  # keep test output quiet
         pass
@@ -154,6 +162,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}})
 
     def do_POST(self) -> None:
+        arrived = time.monotonic()
+        try:
+            self._post()
+        finally:
+            if self.path.endswith("/chat/completions"):
+                with self.server.model.lock:
+                    self.server.model.timeline.append((arrived, time.monotonic()))
+
+    def _post(self) -> None:
         length = int(self.headers.get("Content-Length", "0"))
         body = json.loads(self.rfile.read(length) or b"{}")
         if not self.path.endswith("/chat/completions"):

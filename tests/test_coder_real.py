@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_port
-from tests.test_headless import REPO, agent, events_of, sessions, task_file
+from tests.frontends.test_headless import REPO, agent, events_of, sessions, task_file
 
 pytestmark = pytest.mark.server
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.taskfile import Task, load_task, parse_task
+from agent.session.taskfile import Task, load_task, parse_task
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "compare_aider.py"
 

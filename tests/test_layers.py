@@ -18,52 +18,23 @@ ROOT = Path(__file__).resolve().parent.parent
 # Low to high. Each entry is a module, or a package's modules with `.*` (the package's __init__ too).
 LAYERS: dict[str, list[str]] = {
     "ground": [
-        "tools.*",
-        "agent.server.*",
+        "tools.*",  # what the model can call
+        "agent.server.*",  # llama-server: profiles, build, launch, preflight
         "agent",  # the package's __init__: its version
-        "agent.paths",
-        "agent.events",
+        "agent.events",  # the events every front end consumes
         "agent.errors",
-        "agent.config",
-        "agent.trust",
-        "agent.session",  # the transcripts
-        "agent.telemetry",
-        "agent.lock",
-        "agent.measurements",
-        "agent.redact",
-        "agent.recorder",
-        "agent.console",  # Rich output for the plain commands: errors and tables, nothing of the loop
+        "agent.settings.*",  # settings, trust, where state lives
+        "agent.store.*",  # transcripts, telemetry, locks, measurements, redaction
     ],
     "core": [
-        "agent.loop",
-        "agent.llm",
-        "agent.context",
-        "agent.toolcalls",
-        "agent.actions",
-        "agent.blocks",
-        "agent.prompt",
-        "agent.repomap",  # what a small model is shown of the repository
-        "agent.checks",
-        "agent.guards",
-        "agent.wiring",
-        "agent.connect",  # a profile to a live endpoint: needs the model client's Endpoint
+        "agent.core.*",  # the loop, the model client, the context window, checks, guards, the workbench
+        "agent.protocols.*",  # the action protocols: tool calls, edit blocks
     ],
     "session": [
-        "agent.live_session",
-        "agent.task_run",
-        "agent.taskfile",
+        "agent.session.*",  # connect, open_session, a task run, the task-file format
     ],
     "front": [
-        "agent.tui.*",
-        "agent.headless",
-        "agent.acp_agent",  # `agent acp`: the ACP front end
-        "agent.scaffold",
-        "agent.bench",
-        "agent.bench_charts",
-        "agent.bench_memory",
-        "agent.suite",
-        "agent.tune",
-        "agent.commands.*",
+        "agent.frontends.*",  # the TUI, headless, ACP, `agent new`, the measuring and plain commands
         "agent.cli",
         "agent.__main__",
     ],
@@ -120,7 +91,7 @@ def import_graph(root: Path, packages=PACKAGES, skipped=SKIPPED) -> dict[str, se
     files = module_files(root, packages, skipped)
     known = set(files)
     graph = {name: imports_of(name, path, known) for name, path in files.items()}
-    # `from agent.tui import slash` also names the package agent.tui; a package's __init__ importing
+    # `from agent.frontends.tui import slash` also names the package agent.frontends.tui; a package's __init__ importing
     # nothing, that edge says nothing (and would make every package a circle with its modules).
     for targets in graph.values():
         for target in list(targets):

@@ -1,4 +1,4 @@
-"""The real-repository tasks (examples/tasks/real-*) and how agent/suite.py prepares them.
+"""The real-repository tasks (examples/tasks/real-*) and how agent/frontends/measure/suite.py prepares them.
 
 Each starts from a pinned PyPI sdist. Its check must fail on the prepared starting files, pass with
 solution.patch, and fail when the changed function is left empty, when the rest of the named file is
@@ -19,10 +19,17 @@ from pathlib import Path
 
 import pytest
 
-from agent import suite
 from agent.cli import main
 from agent.errors import AgentError, ConfigError
-from agent.suite import Source, discover, prepare_workdir, read_source, run_suite, unpack_sdist
+from agent.frontends.measure import suite
+from agent.frontends.measure.suite import (
+    Source,
+    discover,
+    prepare_workdir,
+    read_source,
+    run_suite,
+    unpack_sdist,
+)
 from tests.scripted_server import ScriptedServer
 from tests.test_suite_tasks import TASKS, TASKS_DIR, TRIVIAL_TESTS, check, git, python3_with_pytest  # noqa: F401
 

@@ -1,4 +1,4 @@
-"""The task suite (examples/tasks/) and agent/suite.py, without a model.
+"""The task suite (examples/tasks/) and agent/frontends/measure/suite.py, without a model.
 
 Every task's check must fail on its starting files, pass with its reference solution, and not be
 fooled by an empty implementation with trivial tests. The suite's runner is tested on recorded
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.checks import run_check
+from agent.core.checks import run_check
 from agent.events import (
     AssistantMessage,
     CheckFinished,
@@ -31,8 +31,8 @@ from agent.events import (
     TurnStarted,
     UserMessage,
 )
-from agent.headless import Printer
-from agent.suite import (
+from agent.frontends.headless import Printer
+from agent.frontends.measure.suite import (
     TIMED_OUT,
     TaskResult,
     discover,
@@ -45,8 +45,8 @@ from agent.suite import (
     run_suite,
     run_task,
 )
-from agent.taskfile import check_command_exists, load_task
-from agent.telemetry import TurnStats, summarise_turns
+from agent.session.taskfile import check_command_exists, load_task
+from agent.store.telemetry import TurnStats, summarise_turns
 from tests.scripted_server import ScriptedServer
 
 TASKS_DIR = Path(__file__).resolve().parents[1] / "examples" / "tasks"
@@ -154,7 +154,7 @@ def test_weakening_the_tests_instead_of_fixing_the_code_fails_the_check(name, tm
     assert result.exit_code not in (0, None), f"trivial tests pass the check:\n{result.output}"
 
 
-# agent/suite.py
+# agent/frontends/measure/suite.py
 
 
 def test_discover_sorts_the_task_folders_and_refuses_unknown_names(tmp_path):
@@ -316,7 +316,7 @@ def test_a_command_past_its_timeout_is_stopped_with_its_whole_group():
 def test_interrupting_the_suite_stops_the_running_task_with_its_whole_group(tmp_path):
     pid_file = tmp_path / "child.pid"
     runner = (
-        "import sys; from agent.suite import run_in_group; "
+        "import sys; from agent.frontends.measure.suite import run_in_group; "
         f"run_in_group(['bash', '-c', 'sleep 60 & echo $! > {pid_file}; wait'], timeout=60, grace=0.5)"
     )
     suite = subprocess.Popen([sys.executable, "-c", runner], stderr=subprocess.PIPE)

@@ -35,7 +35,7 @@ class ToolContext:
     state: dict[str, Any] = field(default_factory=dict)
     sandbox: Any = None  # tools.sandbox.Sandbox where commands may run sandboxed
     # Characters of a tool's output that reach the model (the context window cuts longer ones); None:
-    # no cut. A file counts as shown whole only if its text fits (tools/files.py:SHOWN_WHOLE).
+    # no cut. A file counts as shown whole only if its text fits (tools/shown.py:SHOWN_WHOLE).
     shown_limit: int | None = None
 
 

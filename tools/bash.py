@@ -31,7 +31,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from tools.base import ToolContext, ToolResult
-from tools.files import note_shown_by_command
+from tools.shown import note_shown_by_command
 
 DEFAULT_TIMEOUT = 120
 MAX_TIMEOUT = 1800

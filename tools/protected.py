@@ -3,8 +3,9 @@
 A hook in .git/hooks runs at the user's next `git commit`; `core.fsmonitor` in .git/config at their
 next `git status`; direnv runs .envrc when they enter the folder; an IDE runs its tasks. The sandbox
 keeps a command from writing outside the workspace, but these places are inside it, so each one is
-named in PLACES, read by the file tools (tools/files.py), the permissions (tools/permissions.py) and
-the sandbox (tools/sandbox.py). One row per place; add a row (and its test) to guard another.
+named in PLACES, read by the file tools (tools/file_paths.py), the permissions (tools/permissions.py,
+tools/command_danger.py) and the sandbox (tools/sandbox.py). One row per place; add a row (and its
+test) to guard another.
 
 - `files`: what edit_file, multi_edit and write_file do, in every approval mode, full-auto included.
   "refuse" for git's own folder: nothing in .git shows in `git diff` or is undone by `agent undo`,

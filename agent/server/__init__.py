@@ -10,7 +10,6 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from agent.config import Settings, cache_dir, state_dir
 from agent.errors import ServerError
 from agent.server.build import EmbeddedBuild, Progress, embedded_build, install
 from agent.server.embedded_model import (
@@ -21,8 +20,10 @@ from agent.server.embedded_model import (
     embedded_model_path,
 )
 from agent.server.gpu import BackendChoice, announce, choose_build
-from agent.server.lifecycle import MachinePaths
+from agent.server.launch_plan import MachinePaths
 from agent.server.profiles import ServerProfile
+from agent.server.source_build import SourceCheckout, installed_binary, source_build
+from agent.settings.config import Settings, cache_dir, state_dir
 
 
 def select_build(
@@ -32,6 +33,18 @@ def select_build(
     user_args = (*settings.cmake_args, *extra_cmake_args)
     choice = choose_build(requested or settings.build, user_args)
     return embedded_build(cache_dir(), settings.llama_cpp_version, user_args, choice)
+
+
+def select_source_build(
+    settings: Settings,
+    checkout: SourceCheckout,
+    requested: BackendChoice | None = None,
+    extra_cmake_args: tuple[str, ...] = (),
+) -> EmbeddedBuild:
+    """The build of the user's own checkout: the embedded build's options and the same CPU/CUDA choice."""
+    user_args = (*settings.cmake_args, *extra_cmake_args)
+    choice = choose_build(requested or settings.build, user_args)
+    return source_build(cache_dir(), checkout, user_args, choice)
 
 
 def machine_paths(
@@ -106,7 +119,13 @@ def profile_status(profile: ServerProfile, settings: Settings) -> str:
             if not path.is_file():
                 missing.append(path.name)
     if profile.binary.startswith("$") and not os.environ.get(profile.binary.strip("${}")):
-        missing.append(profile.binary + " unset")
+        try:
+            installed = installed_binary(profile.binary, state_dir())
+        except ServerError as exc:  # recorded, then the cache was cleared
+            missing.append(exc.what)
+        else:
+            if installed is None:
+                missing.append(profile.binary + " unset")
     if missing:
         return "missing: " + ", ".join(missing)
     if profile.kind == "embedded":

@@ -80,7 +80,7 @@ class EmbeddedBuild:
 def build_key(version: str, cmake_args: tuple[str, ...], choice: BuildChoice = CPU_BUILD) -> str:
     # The machine and compiler go into the key too: a cache on a shared home must not hand a
     # -march=native binary to another CPU.
-    ident = json.dumps([version, list(cmake_args), platform.machine(), _compiler_id()])
+    ident = json.dumps([version, list(cmake_args), platform.machine(), compiler_id()])
     digest = hashlib.sha256(ident.encode()).hexdigest()[:10]
     if choice.backend == "cuda":
         # The choice is in the options already; the name says it too, for whoever lists the cache.
@@ -88,7 +88,7 @@ def build_key(version: str, cmake_args: tuple[str, ...], choice: BuildChoice = C
     return f"{version}-{digest}"
 
 
-def _compiler_id() -> str:
+def compiler_id() -> str:
     cxx = os.environ.get("CXX") or shutil.which("c++") or ""
     return str(Path(cxx).resolve()) if cxx else ""
 
@@ -104,8 +104,22 @@ def embedded_build(
     return EmbeddedBuild(cache_dir / "llama-server" / build_key(version, args, choice), version, args, choice)
 
 
+def require_toolchain(why: str) -> None:
+    for tool in ("cmake", "c++"):
+        if shutil.which(tool) is None:
+            raise ServerError(
+                f"cannot build llama-server: `{tool}` is not installed",
+                why,
+                "Install a C++ toolchain and CMake (Debian/Ubuntu: apt install build-essential cmake), "
+                "or point a profile at your own llama-server with LLAMA_SERVER_BIN.",
+            )
+
+
 @contextmanager
-def _build_lock(path: Path, progress: Progress) -> Iterator[None]:
+def build_lock(folder: Path, progress: Progress) -> Iterator[None]:
+    """One llama-server build at a time in `folder` (the embedded and the --source builds share it:
+    two compilers side by side would only slow each other down)."""
+    path = folder / ".build.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as handle:
         try:
@@ -129,15 +143,8 @@ def install(
     """Build llama-server into `build.root` unless it is there already. Returns the build."""
     if build.is_installed() and not force:
         return build
-    for tool in ("cmake", "c++"):
-        if shutil.which(tool) is None:
-            raise ServerError(
-                f"cannot build llama-server: `{tool}` is not installed",
-                "The embedded server is compiled from the llama.cpp source on first use.",
-                "Install a C++ toolchain and CMake (Debian/Ubuntu: apt install build-essential cmake), "
-                "or point a profile at your own llama-server with LLAMA_SERVER_BIN.",
-            )
-    with _build_lock(build.root.parent / ".build.lock", progress):
+    require_toolchain("The embedded server is compiled from the llama.cpp source on first use.")
+    with build_lock(build.root.parent, progress):
         if build.is_installed() and not force:
             return build
         started = time.monotonic()
@@ -147,8 +154,10 @@ def install(
             with tempfile.TemporaryDirectory(prefix=".build-", dir=build.root.parent) as scratch:
                 src_dir = _extract(source, Path(scratch), progress)
                 build_dir = Path(scratch) / "build"
-                _compile(src_dir, build_dir, build.cmake_args, jobs or os.cpu_count() or 2, log, progress)
-                _install_into(build, src_dir, build_dir, time.monotonic() - started)
+                compile_server(
+                    src_dir, build_dir, build.cmake_args, jobs or os.cpu_count() or 2, log, progress
+                )
+                install_into(build, src_dir, build_dir, time.monotonic() - started)
         progress(1.0, f"llama-server built in {time.monotonic() - started:.0f} s")
     return build
 
@@ -194,21 +203,27 @@ def _extract(archive: Path, scratch: Path, progress: Progress) -> Path:
     return found[0]
 
 
+# Make's "[ 45%] Building CXX object ..." and Ninja's "[123/456] Building CXX object ..." (a user's
+# CMAKE_GENERATOR=Ninja reaches cmake through the environment).
 _PERCENT = re.compile(r"^\[\s*(\d+)%\]\s*(.*)")
+_STEPS = re.compile(r"^\[(\d+)/(\d+)\]\s*(.*)")
 
 
-def _compile(src: Path, build_dir: Path, cmake_args, jobs: int, log, progress: Progress) -> None:
+def compile_server(src: Path, build_dir: Path, cmake_args, jobs: int, log, progress: Progress) -> None:
+    """Configure `src` into `build_dir` and build its llama-server target, the log in `log`."""
     build_dir.mkdir(parents=True, exist_ok=True)
     progress(0.03, "configuring (cmake " + " ".join(cmake_args) + ")")
     _run_logged(["cmake", str(src), *cmake_args], build_dir, log, "configure llama.cpp with cmake")
     progress(0.05, f"compiling llama-server with {jobs} jobs (a few minutes on 2 cores)")
 
     def on_line(line: str) -> None:
-        match = _PERCENT.match(line)
-        if match:
-            done = int(match.group(1)) / 100
-            what = match.group(2).rsplit("/", 1)[-1]
-            progress(0.05 + 0.93 * done, what)
+        if match := _PERCENT.match(line):
+            done, what = int(match.group(1)) / 100, match.group(2)
+        elif match := _STEPS.match(line):
+            done, what = int(match.group(1)) / max(1, int(match.group(2))), match.group(3)
+        else:
+            return
+        progress(0.05 + 0.93 * done, what.rsplit("/", 1)[-1])
 
     cmd = ["cmake", "--build", ".", "--target", "llama-server", f"-j{jobs}"]
     _run_logged(cmd, build_dir, log, "compile llama-server", on_line)
@@ -231,36 +246,96 @@ def _run_logged(cmd, cwd, log, doing: str, on_line: Callable[[str], None] | None
     except OSError as exc:
         raise ServerError(f"could not {doing}", str(exc)) from exc
     tail: list[str] = []
+    errors: list[str] = []
     try:
         assert proc.stdout is not None
         for line in proc.stdout:
             log.write(line)
             tail = [*tail[-24:], line.rstrip()]
+            if len(errors) < 5 and _ERROR_LINE.search(line):
+                errors.append(line.rstrip())
             if on_line:
                 on_line(line)
         proc.wait()
     except BaseException:
-        # Ctrl+C during a build: end the whole compiler process group, not just cmake.
-        _kill_group(proc)
+        # Ctrl+C or SIGTERM during a build: end the whole compiler process group, not just cmake.
+        _stop_group(proc)
         raise
     log.flush()
     if proc.returncode != 0:
+        # With -jN the first compiler error scrolls out of the tail behind the other jobs' lines and
+        # make's "Error 1" chain: name it on its own.
+        first = [e for e in errors if e not in tail]
         raise ServerError(
             f"could not {doing} (exit {proc.returncode})",
-            "Last lines of the build log:\n" + "\n".join(f"  {t}" for t in tail),
+            ("First errors in the build log:\n" + "\n".join(f"  {e}" for e in first) + "\n" if first else "")
+            + "Last lines of the build log:\n"
+            + "\n".join(f"  {t}" for t in tail),
             f"The whole log is in {log.name}. Check the toolchain and the CMake options.",
         )
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+# A compiler's "file.cpp:12:5: error: ...", CMake's "CMake Error at ...", a linker's "undefined reference".
+_ERROR_LINE = re.compile(r"(: error:|: fatal error:|^CMake Error|undefined reference to)")
+
+
+def _stop_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """SIGTERM first: make (and ninja) then delete the object file a compiler was writing, so a kept
+    build folder (--source builds keep theirs) holds no truncated .o that looks up to date. SIGKILL
+    what is left after the grace."""
     import signal
 
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=grace)
+            if sig == signal.SIGTERM:
+                # cmake has exited; its children may still be cleaning up. Wait for the group to go.
+                _wait_group_gone(proc.pid, grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _wait_group_gone(pgid: int, grace: float) -> None:
+    import signal
+
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and group_alive(pgid):
+        time.sleep(0.05)
     with suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+        os.killpg(pgid, signal.SIGKILL)
 
 
-def _install_into(build: EmbeddedBuild, src: Path, build_dir: Path, seconds: float) -> None:
+def group_alive(pgid: int) -> bool:
+    """Whether a process of group `pgid` still runs. A zombie does not count: where nothing reaps
+    orphans (FACTS.md: this CI kind's PID 1), a dead make stays in the table as one."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # state, ppid, pgrp, ...
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def install_into(
+    build: EmbeddedBuild, src: Path, build_dir: Path, seconds: float, source: str | None = None
+) -> None:
+    """Copy the built binary and src's chat templates into `build.root`, once the binary starts.
+    `source`: what build.json says it was built from (default: the PyPI package)."""
     built = build_dir / "bin" / "llama-server"
     if not built.is_file():
         raise ServerError("the build finished but produced no bin/llama-server", f"Looked in {built}.")
@@ -282,7 +357,7 @@ def _install_into(build: EmbeddedBuild, src: Path, build_dir: Path, seconds: flo
         )
     version_line = next((ln for ln in (check.stdout + check.stderr).splitlines() if "version" in ln), "")
     info = {
-        "source": f"{SOURCE_PACKAGE}=={build.version}",
+        "source": source or f"{SOURCE_PACKAGE}=={build.version}",
         "cmake_args": list(build.cmake_args),
         "backend": build.backend,
         "cuda_arch": build.choice.arch,

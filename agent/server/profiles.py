@@ -3,7 +3,7 @@
 A profile is validated by one pydantic model when it is loaded; errors name the file and the field.
 Profiles come from the built-in `server_profiles/` folder, then the user's config folder, then the
 project's `.agent/profiles/`; a later one with the same name replaces an earlier one. A project's
-profiles count only in a folder the user trusted (agent/trust.py): a profile names a binary to run.
+profiles count only in a folder the user trusted (agent/settings/trust.py): a profile names a binary to run.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agent.config import config_dir, describe_validation_error
 from agent.errors import ConfigError
-from agent.trust import PROJECT_PROFILES, is_trusted
+from agent.settings.config import config_dir, describe_validation_error
+from agent.settings.trust import PROJECT_PROFILES, is_trusted
 
 EMBEDDED = "embedded"
 Dialect = Literal["upstream", "beellama-0.1", "beellama-0.4"]

@@ -31,7 +31,7 @@ class ServerRecord:
     # `agent server start`). A server whose owner died (kill -9) is adopted by the next run using it.
     owner_pid: int | None = None
     owner_start: str = ""
-    # Why this server runs its profile without the draft (the fallback, agent/connect.py); "" otherwise.
+    # Why this server runs its profile without the draft (the fallback, agent/session/connect.py); "" otherwise.
     draft_off: str = ""
 
     def is_alive(self) -> bool:

@@ -22,13 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import state_dir
-from agent.lock import BUSY_EXIT, AgentLocks
-from agent.session import INTERRUPTED_WHILE_RUNNING
+from agent.settings.config import state_dir
+from agent.store.lock import BUSY_EXIT, AgentLocks
+from agent.store.transcripts import INTERRUPTED_WHILE_RUNNING
 from tests.faults import REPO, run_agent, start_agent, wait_until
 from tests.faults.test_bash import left_behind
+from tests.frontends.test_headless import call, sessions, task_file
 from tests.scripted_server import ScriptedServer
-from tests.test_headless import call, sessions, task_file
 
 
 def transcript_lines(path: Path) -> list[dict]:
@@ -258,7 +258,7 @@ async def test_the_tui_is_refused_in_a_busy_workspace_and_refuses_a_second_agent
     starts no session; holding the folder itself, it makes `agent run` exit 5 naming the TUI's session."""
     import asyncio
 
-    from tests.tui.helpers import SIZE, git_workspace, make_app, screen_text, wait_for
+    from tests.frontends.tui.helpers import SIZE, git_workspace, make_app, screen_text, wait_for
 
     ws = git_workspace(tmp_path / "ws")
     marker = f"holder-{uuid.uuid4().hex}"
@@ -307,7 +307,7 @@ def test_the_lock_is_the_kernel_s_so_a_dead_holder_never_blocks(tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
     code = (
-        "import sys, subprocess, time; from pathlib import Path; from agent.lock import AgentLocks; "
+        "import sys, subprocess, time; from pathlib import Path; from agent.store.lock import AgentLocks; "
         f"locks = AgentLocks(Path({str(state_dir())!r}), Path({str(ws)!r}), 'test').holding('s1'); "
         "child = subprocess.Popen(['sleep', '30']); print(child.pid, flush=True); time.sleep(60)"
     )

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.frontends.test_headless import call, task_file
 from tests.scripted_server import ScriptedServer
-from tests.test_headless import call, task_file
 from tools.bash import Bash, BashArgs, CappedOutput, process_limit
 
 REPO = Path(__file__).resolve().parents[2]

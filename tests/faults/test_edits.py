@@ -16,12 +16,14 @@ import time
 
 import pytest
 
+from agent.core.workbench import default_tools
 from agent.events import ToolFinished
-from agent.wiring import default_tools
+from tests.core.test_loop import Run, call, git_repo
 from tests.scripted_server import ScriptedServer
-from tests.test_loop import Run, call, git_repo
 from tools.base import ToolContext, ToolError, ToolRegistry
-from tools.files import EditArgs, EditFile, Grep, GrepArgs, MultiEdit, MultiEditArgs, nearest_lines
+from tools.edit_matching import nearest_lines
+from tools.files import EditArgs, EditFile, MultiEdit, MultiEditArgs
+from tools.search import Grep, GrepArgs
 
 
 def module(functions: int) -> str:

@@ -19,23 +19,20 @@ from pathlib import Path
 
 import pytest
 
-from agent.blocks import parse_answer, to_tool_calls
+from agent.protocols.edit_blocks.parser import parse_answer, to_tool_calls
 from tools.base import ToolContext, ToolError, ToolRegistry
 from tools.files import (
     EditArgs,
     EditFile,
-    Grep,
-    GrepArgs,
-    ListArgs,
-    ListFiles,
     MultiEdit,
     MultiEditArgs,
     ReadArgs,
     ReadFile,
     WriteArgs,
     WriteFile,
-    mark_shown_whole,
 )
+from tools.search import Grep, GrepArgs, ListArgs, ListFiles
+from tools.shown import mark_shown_whole
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -425,7 +422,8 @@ WRITER = textwrap.dedent(
     sys.path.insert(0, sys.argv[1])
     from pathlib import Path
     from tools.base import ToolContext
-    from tools.files import WriteArgs, WriteFile, mark_shown_whole
+    from tools.files import WriteArgs, WriteFile
+    from tools.shown import mark_shown_whole
     from tools.workspace import Workspace
 
     root, content = Path(sys.argv[2]), Path(sys.argv[3]).read_text()

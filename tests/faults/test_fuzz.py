@@ -20,15 +20,18 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from agent.actions import BlockActions, ToolCallActions
-from agent.blocks import parse_answer, to_tool_calls
-from agent.llm import Completion, ToolCall
-from agent.telemetry import TurnStats
-from agent.toolcalls import assistant_message, calls_from_text, close_json, history_arguments, repair_history
+from agent.core.history import assistant_message, close_json, history_arguments, repair_history
+from agent.core.llm import Completion, ToolCall
+from agent.protocols.edit_blocks.parser import parse_answer, to_tool_calls
+from agent.protocols.edit_blocks.protocol import BlockActions
+from agent.protocols.tool_calls.parser import calls_from_text
+from agent.protocols.tool_calls.protocol import ToolCallActions
+from agent.store.telemetry import TurnStats
 from tools.base import ToolContext, ToolError, ToolRegistry, parameters_of
 from tools.bash import Bash
-from tools.files import EditArgs, EditFile, Grep, ListFiles, MultiEdit, ReadFile, WriteFile
+from tools.files import EditArgs, EditFile, MultiEdit, ReadFile, WriteFile
 from tools.git import Checkpoints, open_repo
+from tools.search import Grep, ListFiles
 from tools.workspace import Workspace
 
 TOOLS = ToolRegistry([Bash(), ReadFile(), EditFile(), MultiEdit(), WriteFile(), ListFiles(), Grep()])

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.context import SUMMARY_INSTRUCTION
-from agent.live_session import resumed_history
-from agent.session import SessionRecord, load_session
-from agent.task_run import RESUME_PROMPT
+from agent.core.context import SUMMARY_INSTRUCTION
+from agent.session.live import resumed_history
+from agent.session.task_run import RESUME_PROMPT
+from agent.store.transcripts import SessionRecord, load_session
 from tests.scripted_server import ScriptedServer
 
 # A 300-turn session shared by every test here: minutes on 2 cores.

@@ -21,13 +21,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.checks import run_check
+from agent.core.checks import run_check
+from agent.core.llm import Endpoint, ModelClient
 from agent.errors import ConfigError
-from agent.llm import Endpoint, ModelClient
-from agent.taskfile import load_task, parse_task
+from agent.session.taskfile import load_task, parse_task
 from tests.conftest import free_port
+from tests.frontends.test_headless import agent, call
 from tests.scripted_server import ScriptedServer, _Handler
-from tests.test_headless import agent, call
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -376,9 +376,9 @@ async def test_a_server_that_never_answers_props_falls_back_and_says_why():
 
 def test_an_attached_server_that_comes_up_a_moment_late_is_still_reached(tmp_path):
     """`--base-url` to a server that is restarting: the first connection is refused, a retry gets in."""
-    from agent.config import Settings
-    from agent.connect import _check_reachable
     from agent.server.profiles import attach_profile
+    from agent.session.connect import _check_reachable
+    from agent.settings.config import Settings
 
     port = free_port()
     holder: dict = {}

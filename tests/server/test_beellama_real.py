@@ -4,7 +4,7 @@ BeeLlama loads such a draft, turns healthy, and then answers HTTP 500 "Invalid i
 request that drafts (FACTS.md). The agent must refuse it before launch (the preflight), or drop the
 draft and finish the task, saying why. These tests run the real binary, which the test suite does not build:
 set BEELLAMA_SERVER_BIN to a BeeLlama 0.1 llama-server (AGENTS.md says how to build one); unset, the
-module is skipped. The scripted stand-ins of tests/tui/test_draft_off.py cover the same paths in CI.
+module is skipped. The scripted stand-ins of tests/frontends/tui/test_draft_off.py cover the same paths in CI.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ import pytest
 
 from agent.cli import main
 from agent.server import lifecycle
-from agent.server.lifecycle import plan_launch
-from agent.server.preflight import DraftError
+from agent.server.launch_plan import plan_launch
+from agent.server.preflight.report import DraftError
 from agent.server.profiles import get_profile
 from agent.server.registry import ServerRegistry
 from tests.conftest import free_port, llama_server_pids
-from tests.test_headless import REPO, SCHEMA, events_of, sessions
+from tests.frontends.test_headless import REPO, SCHEMA, events_of, sessions
 
 pytestmark = pytest.mark.server
 

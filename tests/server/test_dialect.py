@@ -8,7 +8,7 @@ import pytest
 
 from agent.errors import ServerError
 from agent.server.dialect import capabilities_from_help, read_capabilities, translate_args
-from agent.server.lifecycle import plan_launch
+from agent.server.launch_plan import plan_launch
 from agent.server.profiles import ServerProfile, Speculative, get_profile
 from tests.conftest import FIXTURES, fake_binary, paths_with
 from tests.seed_commands import BASELINE, DFLASH, options, seed_argv

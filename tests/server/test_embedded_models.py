@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import Settings
 from agent.errors import ServerError
 from agent.server import embedded_model as em
 from agent.server.embedded_model import (
@@ -25,8 +24,9 @@ from agent.server.embedded_model import (
     embedded_model_path,
     embedded_model_status,
 )
-from agent.server.lifecycle import MachinePaths, plan_launch
+from agent.server.launch_plan import MachinePaths, plan_launch
 from agent.server.profiles import ServerProfile, Speculative
+from agent.settings.config import Settings
 from tests.conftest import fake_binary
 from tests.gguf_files import CHAT_TEMPLATE, write_gguf
 

@@ -1,4 +1,4 @@
-"""The work goes on when the draft fails (agent/connect.py): the real embedded llama-server, restarted
+"""The work goes on when the draft fails (agent/session/connect.py): the real embedded llama-server, restarted
 without the profile's draft, and the session marked "draft off" in the event log and `agent stats`."""
 
 from __future__ import annotations
@@ -9,15 +9,16 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from agent.config import Settings
-from agent.connect import connect
 from agent.server.lifecycle import stop
-from agent.server.preflight import DraftError, read_gguf_header
+from agent.server.preflight.gguf import read_gguf_header
+from agent.server.preflight.report import DraftError
 from agent.server.profiles import get_profile
 from agent.server.registry import ServerRegistry
+from agent.session.connect import connect
+from agent.settings.config import Settings
 from tests.conftest import free_port, llama_server_pids
+from tests.frontends.test_headless import REPO, SCHEMA, agent, events_of, sessions
 from tests.gguf_files import write_dflash
-from tests.test_headless import REPO, SCHEMA, agent, events_of, sessions
 
 pytestmark = pytest.mark.server
 

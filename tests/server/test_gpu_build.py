@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import load_settings
 from agent.errors import ServerError
 from agent.server import gpu, machine_paths
 from agent.server.build import BASE_CMAKE_ARGS, build_key, embedded_build
 from agent.server.gpu import choose_build, list_devices, parse_list_devices
-from agent.server.lifecycle import MachinePaths, plan_launch
+from agent.server.launch_plan import MachinePaths, plan_launch
 from agent.server.profiles import Speculative, get_profile
+from agent.settings.config import load_settings
 from tests.conftest import FIXTURES
 from tests.gguf_files import write_gguf
 
@@ -308,3 +308,45 @@ def test_the_build_is_chosen_only_when_the_embedded_binary_is_needed(machine: Pa
     paths = machine_paths(settings)
     with pytest.raises(ServerError, match="nvcc"):
         paths.embedded_binary()
+
+
+# --- `agent server install --source`: the user's checkout takes the same choice ----------------------
+
+
+def test_a_source_build_takes_the_same_cuda_choice_and_says_it_in_its_key(
+    machine: Path, tmp_path: Path
+) -> None:
+    from agent.server import select_source_build
+    from agent.server.source_build import SourceCheckout, build_folder
+
+    fake_nvidia_smi(machine, "NVIDIA GeForce RTX 4090, 8.9")
+    fake_nvcc(machine)
+    checkout = SourceCheckout(tmp_path / "beellama.cpp", commit="ba1fdce59" + "0" * 31)
+    cuda = select_source_build(load_settings(), checkout)
+    # The seed's options (GGML_CUDA, GGML_CUDA_FA, GGML_CUDA_FA_ALL_QUANTS) at the GPU's architecture.
+    assert cuda.cmake_args == (
+        *BASE_CMAKE_ARGS,
+        "-DGGML_CUDA=ON",
+        "-DGGML_CUDA_FA=ON",
+        "-DGGML_CUDA_FA_ALL_QUANTS=ON",
+        "-DCMAKE_CUDA_ARCHITECTURES=89",
+    )
+    assert cuda.root.name.startswith("src-beellama.cpp-ba1fdce59000-cuda89-")
+    cpu = select_source_build(load_settings(), checkout, "cpu")
+    assert cpu.backend == "cpu" and cpu.root != cuda.root
+    # Each has its own kept build folder: a CMake cache holds one set of options.
+    assert build_folder(tmp_path, checkout, cpu) != build_folder(tmp_path, checkout, cuda)
+
+
+def test_install_source_cuda_without_nvcc_is_a_clear_error(machine: Path, tmp_path: Path) -> None:
+    fake_nvidia_smi(machine, "NVIDIA H200, 9.0")
+    source = tmp_path / "llama.cpp"
+    (source / "tools" / "server").mkdir(parents=True)
+    (source / "CMakeLists.txt").write_text("project(llama.cpp)\n")
+    (source / "tools" / "server" / "CMakeLists.txt").write_text("set(TARGET llama-server)\n")
+    result = agent_cli(
+        "server", "install", "--source", str(source), "--cuda", path=machine, cache=tmp_path / "c"
+    )
+    assert result.returncode == 4
+    assert "cannot build llama-server for CUDA: `nvcc` is not installed" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -15,8 +15,9 @@ import httpx2
 import pytest
 
 from agent.errors import ServerError
-from agent.server.lifecycle import health, plan_launch, start, stop
-from agent.server.preflight import DraftError
+from agent.server.launch_plan import plan_launch
+from agent.server.lifecycle import health, start, stop
+from agent.server.preflight.report import DraftError
 from agent.server.profiles import ServerProfile, Speculative, get_profile
 from agent.server.registry import ServerRecord, ServerRegistry, process_start_time
 from tests.conftest import FIXTURES, free_port, llama_server_pids, paths_with, start_profile

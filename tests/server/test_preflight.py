@@ -1,4 +1,4 @@
-"""The preflight (agent/server/preflight.py): GGUF headers read before any launch, on real files.
+"""The preflight (agent/server/preflight/): GGUF headers read before any launch, on real files.
 
 Real models: the tiny Gemma and the embedded coders (1.5B, 0.5B). DFlash drafts, which no model at
 hand is, are small GGUFs written with the `gguf` package's own writer (tests/gguf_files.py).
@@ -18,17 +18,11 @@ import pytest
 
 from agent.errors import ServerError
 from agent.server.embedded_model import embedded_model_installed
-from agent.server.lifecycle import check_profile, plan_launch
-from agent.server.preflight import (
-    DraftError,
-    GGUFError,
-    free_memory,
-    free_ram,
-    kv_cache_bytes,
-    nvidia_gpus,
-    preflight,
-    read_gguf_header,
-)
+from agent.server.launch_plan import check_profile, plan_launch
+from agent.server.preflight.checks import preflight
+from agent.server.preflight.gguf import GGUFError, read_gguf_header
+from agent.server.preflight.memory import free_memory, free_ram, kv_cache_bytes, nvidia_gpus
+from agent.server.preflight.report import DraftError
 from agent.server.profiles import ServerProfile, Speculative, load_profile_file
 from tests.conftest import FIXTURES, free_port, llama_server_pids, paths_with
 from tests.gguf_files import CHAT_TEMPLATE, TOKENS, write_dflash, write_gguf

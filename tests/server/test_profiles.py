@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import Settings
 from agent.errors import ConfigError, ServerError
-from agent.server.lifecycle import api_root, openai_base_url, plan_launch
+from agent.server.launch_plan import api_root, openai_base_url, plan_launch
 from agent.server.profiles import builtin_profiles_dir, get_profile, load_profiles
+from agent.settings.config import Settings
 from tests.conftest import fake_binary, paths_with
 
 SHIPPED = {
@@ -91,7 +91,7 @@ def test_models_dir_comes_from_the_environment_with_user_and_vars_expanded(monke
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("MODELS_ROOT", "gguf")
     monkeypatch.setenv("AGENT_MODELS_DIR", "~/$MODELS_ROOT")
-    from agent.config import load_settings
+    from agent.settings.config import load_settings
 
     assert load_settings().resolved_models_dir() == tmp_path / "gguf"
 
@@ -155,7 +155,7 @@ def test_settings_files_are_validated_naming_the_file(tmp_path):
     config = tmp_path / "config" / "config.toml"
     config.parent.mkdir(parents=True)
     config.write_text('approval = "yolo"\n')
-    from agent.config import load_settings
+    from agent.settings.config import load_settings
 
     with pytest.raises(ConfigError) as caught:
         load_settings()

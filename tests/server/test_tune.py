@@ -9,12 +9,8 @@ import tomllib
 
 import pytest
 
-from agent.config import Settings
-from agent.connect import pick_auto, resolve_profile
 from agent.errors import ConfigError
-from agent.measurements import measured_here, record, store_path
-from agent.server.profiles import get_profile, load_profile_file
-from agent.tune import (
+from agent.frontends.measure.tune import (
     Budget,
     Setup,
     SetupResult,
@@ -26,6 +22,10 @@ from agent.tune import (
     tuned_profile_text,
     write_atomically,
 )
+from agent.server.profiles import get_profile, load_profile_file
+from agent.session.connect import pick_auto, resolve_profile
+from agent.settings.config import Settings
+from agent.store.measurements import measured_here, record, store_path
 
 UPSTREAM_TYPES = ("none", "draft-simple", "draft-dflash", "ngram-simple", "ngram-mod", "ngram-cache")
 
@@ -75,7 +75,7 @@ def test_a_setup_profile_changes_only_the_speculation_and_never_falls_back():
 
 
 def test_a_bench_run_past_its_time_stops_with_timeout(monkeypatch):
-    from agent import bench
+    from agent.frontends.measure import bench
 
     async def slow(*_a, **_k):
         await asyncio.sleep(5)

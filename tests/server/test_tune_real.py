@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import Settings
-from agent.connect import pick_auto
 from agent.server.profiles import get_profile, load_profile_file
 from agent.server.registry import ServerRegistry
+from agent.session.connect import pick_auto
+from agent.settings.config import Settings
 from tests.conftest import free_port, llama_server_pids
 
 pytestmark = pytest.mark.server

@@ -11,21 +11,10 @@ from pathlib import Path
 import pytest
 
 from tools.base import ToolContext, ToolError
-from tools.files import (
-    EditArgs,
-    EditFile,
-    Grep,
-    GrepArgs,
-    ListArgs,
-    ListFiles,
-    ReadArgs,
-    ReadFile,
-    WriteArgs,
-    WriteFile,
-    nearest_lines,
-    short_diff,
-    strip_line_numbers,
-)
+from tools.edit_matching import nearest_lines, strip_line_numbers
+from tools.files import EditArgs, EditFile, ReadArgs, ReadFile, WriteArgs, WriteFile
+from tools.search import Grep, GrepArgs, ListArgs, ListFiles
+from tools.text_files import short_diff
 from tools.workspace import Workspace
 
 

@@ -9,8 +9,8 @@ import git
 import pytest
 
 from tools.base import ToolContext, ToolError
-from tools.files import workspace_files
 from tools.git import Checkpoints, DiffArgs, GitDiff, GitLog, GitStatus, LogArgs, NoArgs, open_repo
+from tools.search import workspace_files
 from tools.workspace import Workspace
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.permissions import Permissions, Rules, danger, read_only_command
+from tools.command_danger import danger, read_only_command
+from tools.permissions import Permissions, Rules
 from tools.shell import parse
 
 WS = Path("/work/project")

@@ -13,8 +13,8 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from agent.events import ApprovalAnswer, ApprovalRequested, Notice
+from tests.core.test_loop import Run, call, git_repo
 from tests.scripted_server import ScriptedServer
-from tests.test_loop import Run, call, git_repo
 from tools import protected, sandbox
 from tools.base import ToolContext, ToolError
 from tools.files import EditArgs, EditFile, MultiEdit, MultiEditArgs, OneEdit, WriteArgs, WriteFile
@@ -298,7 +298,7 @@ async def test_without_a_sandbox_a_command_that_plants_a_hook_asks_and_headless_
 ):
     missing = lambda: "bwrap (bubblewrap) is not installed"  # noqa: E731
     monkeypatch.setattr(sandbox, "unavailable", missing)  # what Sandbox.active asks
-    monkeypatch.setattr("agent.wiring.sandbox_unavailable", missing)  # what the session says
+    monkeypatch.setattr("agent.core.workbench.sandbox_unavailable", missing)  # what the session says
     plant = call(
         "bash", command=f"cat > .git/hooks/pre-commit <<'EOF'\n{HOOK}EOF\nchmod +x .git/hooks/pre-commit"
     )

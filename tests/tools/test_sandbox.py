@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_loop import git_repo
+from tests.core.test_loop import git_repo
 from tools.base import ToolContext
 from tools.bash import Bash, BashArgs
 from tools.permissions import Permissions

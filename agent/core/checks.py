@@ -1,0 +1,188 @@
+"""The check loop: when the model says a task is done, run the task's check; if it fails, hand the
+model its output and let it go on (Aider's auto-test; it is what makes small models finish work).
+
+The check runs in its own process group with a timeout, and the whole group is killed when time runs
+out (with any descendant that left the group by `setsid`), so a hung test runner or the server it
+started does not outlive it. When the check ends by itself, whatever it left running in its group is
+killed too: a check is over when its shell exits, even if a background child still holds its output.
+Its output is capped (head and tail) before it reaches the model or the transcript.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agent.events import CheckFinished, Event, Notice
+from tools.bash import end_process_tree
+
+if TYPE_CHECKING:
+    from agent.core.loop import Agent, Outcome
+
+CHECK_TIMEOUT = 300.0
+OUTPUT_LIMIT = 6000  # characters of check output kept: enough for a traceback and pytest's summary
+
+
+@dataclass
+class CheckResult:
+    command: str
+    exit_code: int | None  # None: timed out
+    output: str
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0
+
+    def to_dict(self) -> dict:
+        return {
+            "command": self.command,
+            "exit_code": self.exit_code,
+            "passed": self.passed,
+            "output": self.output,
+            "seconds": round(self.seconds, 2),
+        }
+
+
+def cap_output(text: str, limit: int = OUTPUT_LIMIT) -> str:
+    """Head and tail of a long output, with how much was left out: errors come first, summaries last."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit // 3, limit - limit // 3
+    return f"{text[:head]}\n[... {len(text) - head - tail} characters left out ...]\n{text[-tail:]}"
+
+
+async def run_check(command: str, workdir: Path, timeout: float = CHECK_TIMEOUT) -> CheckResult:
+    """Run `command` with bash in `workdir`; never raises for the command's own failures."""
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        "bash", "-c", command, cwd=workdir, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    chunks: list[bytes] = []
+    kept = 0
+
+    async def read() -> None:
+        nonlocal kept
+        assert proc.stdout is not None
+        while chunk := await proc.stdout.read(65536):
+            # Keep the head whole and a rolling tail: megabytes of output cost no memory.
+            chunks.append(chunk)
+            kept += len(chunk)
+            while kept > 4 * OUTPUT_LIMIT and len(chunks) > 2:
+                kept -= len(chunks.pop(1))
+
+    async def collect() -> None:
+        reader = asyncio.ensure_future(read())
+        try:
+            # Until the shell exits: its return code, not the end of its output, which a background
+            # child may hold open (and `wait()` waits for that too).
+            while proc.returncode is None:
+                await asyncio.sleep(0.02)
+            _kill_group(proc.pid)  # what it left behind in its group
+            await asyncio.wait({reader}, timeout=2.0)  # the rest of the output, unless held elsewhere
+        finally:
+            reader.cancel()
+        if not reader.done() or reader.cancelled():
+            _close_pipes(proc)  # something outside the group still holds it: stop reading
+
+    try:
+        await asyncio.wait_for(collect(), timeout)
+        code: int | None = proc.returncode
+        note = " (command not found)" if code == 127 else ""
+    except (TimeoutError, asyncio.CancelledError) as exc:
+        await end_process_tree(proc, grace=0)
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+        code, note = (
+            None,
+            f"\n(timed out after {timeout:.0f} s; the check and everything it started was stopped)",
+        )
+    output = b"".join(chunks).decode("utf-8", errors="replace")
+    return CheckResult(command, code, cap_output(output) + note, time.monotonic() - started)
+
+
+def _close_pipes(proc: asyncio.subprocess.Process) -> None:
+    transport = getattr(proc, "_transport", None)  # (asyncio has no public way to stop reading)
+    if transport is not None:
+        transport.close()
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # nothing of it is left
+        os.killpg(pid, signal.SIGKILL)
+
+
+def feedback(result: CheckResult) -> str:
+    """The next user message after a failed check: its whole (capped) output, and what to do."""
+    verdict = "timed out" if result.exit_code is None else f"failed (exit code {result.exit_code})"
+    # A long check (a script with hidden assertions) is not shown: small models copy it into their answer.
+    # The output is not fenced: small models copy a fenced output back into their answer.
+    named = f"`{result.command}`" if len(result.command) <= 80 and "\n" not in result.command else ""
+    return (
+        f"The task is not done yet: its check {named or ''}{' ' if named else ''}{verdict}. Its output:\n"
+        f"--- check output ---\n{result.output.strip() or '(no output)'}\n--- end of check output ---\n"
+        "Find the cause in the code, fix it, and check again. Do not change the check itself."
+    )
+
+
+async def work_until_checked(
+    agent: Agent,
+    message: str | None,
+    check: str | None,
+    workdir: Path,
+    rounds: int,
+    emit: Callable[[Event], None],
+    timeout: float = CHECK_TIMEOUT,
+) -> tuple[Outcome, CheckResult | None]:
+    """Run the agent on `message`; while the check fails and rounds are left, send it the failure."""
+    outcome = await agent.run(message)
+    result = None
+    round_number = 0
+    for round_number in range(1, rounds + 2):
+        if not check or outcome.status != "completed":
+            break
+        result = await _checked(check, workdir, timeout, round_number, emit)
+        if result.passed or round_number > rounds:
+            break
+        outcome = await agent.run(agent.actions.after_failed_check(feedback(result)))
+    if check and outcome.status != "completed":
+        result, outcome = await last_check(outcome, check, workdir, emit, round_number, timeout)
+    return outcome, result
+
+
+async def _checked(
+    check: str, workdir: Path, timeout: float, round_number: int, emit: Callable[[Event], None]
+) -> CheckResult:
+    result = await run_check(check, workdir, timeout)
+    emit(
+        CheckFinished(
+            round_number, result.command, result.passed, result.exit_code, result.output, result.seconds
+        )
+    )
+    return result
+
+
+async def last_check(
+    outcome: Outcome,
+    check: str,
+    workdir: Path,
+    emit: Callable[[Event], None],
+    round_number: int = 1,
+    timeout: float = CHECK_TIMEOUT,
+) -> tuple[CheckResult, Outcome]:
+    """The loop stopped before the model said it was done (a limit, a repeated answer, a failed
+    request): the check judges the work as it stands, once. Finished work counts: a model that fixed
+    the bug and then kept repeating itself has still done the task."""
+    result = await _checked(check, workdir, timeout, max(1, round_number), emit)
+    if result.passed:
+        emit(Notice(f"the task's check passes, so the task is done ({outcome.error or outcome.status})"))
+        outcome = replace(outcome, status="completed", error="")
+    return result, outcome

@@ -1,0 +1,54 @@
+"""Guards that end a task going round in circles, so that a small model cannot burn the time limit.
+
+- The same failing tool call three times in a row ends the task.
+- At temperature 0 a small model answers the same context with the same text, forever: after an
+  answer repeated word for word the next request is sampled warmer, and a third repeat ends the task.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.core.llm import ToolCall
+from tools.base import ToolResult
+
+REPEAT_LIMIT = 3
+RETRY_TEMPERATURE = 0.7
+
+
+class StopTask(Exception):
+    """Ends the task with an outcome; raised by limits and by these guards."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class RepeatGuard:
+    def __init__(self) -> None:
+        self.failure, self.failures = "", 0
+        self.last_answer, self.same_answers = "", 0
+        self.nudge: dict[str, Any] = {}  # request overrides for the next request
+
+    def answer(self, content: str) -> None:
+        same = bool(content.strip()) and content == self.last_answer
+        self.same_answers = self.same_answers + 1 if same else 0
+        self.last_answer = content
+        self.nudge = {"temperature": RETRY_TEMPERATURE} if same else {}
+        if self.same_answers >= REPEAT_LIMIT - 1:
+            raise StopTask(
+                "repeated", f"the model gave the same answer {REPEAT_LIMIT} times; stopping this task"
+            )
+
+    def result(self, call: ToolCall, result: ToolResult) -> None:
+        key = f"{call.name}\0{call.arguments}"
+        if result.ok:
+            self.failure, self.failures = "", 0
+            return
+        self.failures = self.failures + 1 if self.failure == key else 1
+        self.failure = key
+        if self.failures >= REPEAT_LIMIT:
+            raise StopTask(
+                "repeated",
+                f"the model repeated the same failing {call.name} call {self.failures} times; stopping this task",
+            )

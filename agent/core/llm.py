@@ -1,0 +1,527 @@
+"""The model client: OpenAI-client streaming, tool-call assembly, timings, typed errors and retries.
+
+`ModelClient.stream()` yields `TextDelta` and `ReasoningDelta` as they arrive and ends with one
+`Completion`: the text, the assembled tool calls and the turn's `TurnStats`. Failures become a few
+error types the loop can act on. Retries (tenacity) cover only a request that has streamed nothing
+yet; once text has reached the user, a broken stream is reported, never silently re-sent.
+The `/v1/models` and `/props` lookups are retried too (a server starting or restarting); when one
+still gives nothing, the fallback taken is kept in `notices` for the front end to show, never silent.
+
+A server that stops answering (hung, SIGSTOPped, swapping) is a `ServerStalled` error, never a hang:
+once an answer has begun, `stall_timeout` seconds without a byte end it (AGENT_STALL_TIMEOUT, default
+120 s); before the first token, prefill can legitimately take minutes on a CPU, so the read timeout
+(600 s) applies there. A timed-out request is not sent again: the server would only be asked to do
+the same work twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+import openai
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential
+
+from agent.events import ReasoningDelta, TextDelta
+from agent.store.telemetry import TurnStats, accepted_per_position, parse_draft_counters
+
+# ---------------------------------------------------------------------------------------------- errors
+
+
+class LLMError(Exception):
+    """A model request failed. `status` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, status: int | None = None, body: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+class ContextOverflow(LLMError):
+    """The prompt does not fit the server's context: compact and retry."""
+
+    def __init__(self, message: str, n_prompt_tokens: int | None, n_ctx: int | None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.n_prompt_tokens = n_prompt_tokens
+        self.n_ctx = n_ctx
+
+
+class ServerLoading(LLMError):
+    """503 while the model loads: wait and retry."""
+
+
+class ServerGone(LLMError):
+    """Connection refused or reset, before or during the stream. `partial`: text had already arrived."""
+
+    def __init__(self, message: str, partial: bool = False, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.partial = partial
+
+
+class ServerStalled(LLMError):
+    """The server took the request and then stopped sending: hung, stopped (SIGSTOP) or overloaded."""
+
+    def __init__(self, message: str, partial: bool = False, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.partial = partial
+
+
+class BadRequest(LLMError):
+    """The server refused the request (4xx): shown to the user, not retried."""
+
+
+class ServerFailure(LLMError):
+    """Anything else: a 5xx, an unreadable answer."""
+
+
+def _error_body(exc: openai.APIStatusError) -> dict[str, Any]:
+    try:
+        data = exc.response.json()
+    except ValueError:
+        return {"message": exc.response.text[:500] or exc.message}
+    error = data.get("error", data) if isinstance(data, dict) else {"message": str(data)}
+    return error if isinstance(error, dict) else {"message": str(error)}
+
+
+def map_error(exc: Exception, partial: bool = False, opened: bool = False) -> LLMError:
+    """One of our types for an openai/httpx2 exception. `opened`: the stream had begun (the server took
+    the request), `partial`: text had arrived too."""
+    if isinstance(exc, LLMError):
+        return exc
+    if isinstance(exc, openai.APIStatusError):
+        body = _error_body(exc)
+        message = str(body.get("message") or exc.message)
+        status = exc.status_code
+        if body.get("type") == "exceed_context_size_error" or "exceeds the available context size" in message:
+            return ContextOverflow(
+                message, body.get("n_prompt_tokens"), body.get("n_ctx"), status=status, body=body
+            )
+        if status == 503:
+            return ServerLoading(message, status=status, body=body)
+        if 400 <= status < 500:
+            return BadRequest(f"HTTP {status}: {message}", status=status, body=body)
+        if "Invalid input batch" in message:  # BeeLlama 0.1 with a draft that is not a DFlash model
+            message += " (the server's draft is not a DFlash model it can use: `agent server check PROFILE`)"
+        return ServerFailure(f"HTTP {status}: {message}", status=status, body=body)
+    if isinstance(exc, openai.APIConnectionError | httpx2.TransportError | ConnectionError):
+        cause = exc.__cause__ or exc
+        if isinstance(cause, httpx2.TimeoutException) and not isinstance(cause, httpx2.ConnectTimeout):
+            return ServerStalled(
+                f"the model server stopped answering: nothing arrived for {_timeout_of(cause)} "
+                f"{'in the middle of its answer' if partial else 'after the request was sent'} "
+                "(it is hung, stopped or overloaded)",
+                partial=partial,
+            )
+        if partial or opened:
+            where = "in the middle of its answer" if partial else "before its answer began"
+            return ServerGone(
+                f"the connection to the model server broke {where} ({type(cause).__name__}: {cause})",
+                partial=partial,
+            )
+        return ServerGone(f"the model server is unreachable ({type(cause).__name__}: {cause})")
+    if isinstance(exc, openai.APIError):
+        return ServerFailure(str(exc))
+    return ServerFailure(f"{type(exc).__name__}: {exc}")
+
+
+def _timeout_of(exc: BaseException) -> str:
+    """The read timeout that ran out, from the request httpx was making ("600 s"), when it says."""
+    try:
+        seconds = exc.request.extensions["timeout"]["read"]  # type: ignore[attr-defined]
+    except (AttributeError, KeyError, RuntimeError, TypeError):
+        return "the read timeout"
+    return f"{seconds:.0f} s" if seconds else "the read timeout"
+
+
+# ---------------------------------------------------------------------------------------------- client
+
+STALL_TIMEOUT = 120.0  # seconds without a byte once an answer has begun: the server stopped answering
+
+
+def stall_timeout_from_env() -> float:
+    """AGENT_STALL_TIMEOUT, in seconds, else STALL_TIMEOUT; a value that is not a positive number is ignored."""
+    try:
+        value = float(os.environ.get("AGENT_STALL_TIMEOUT", ""))
+    except ValueError:
+        return STALL_TIMEOUT
+    return value if value > 0 else STALL_TIMEOUT
+
+
+LOOKUP_TRIES = 4  # /v1/models and /props: about 1.5 s of tries for a server that is (re)starting
+
+
+def _transient(exc: BaseException) -> bool:
+    """Worth asking again: no connection yet, or the server is loading or failing for now (5xx)."""
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code >= 500
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return exc.response.status_code >= 500
+    return isinstance(exc, openai.APIConnectionError | httpx2.TransportError)
+
+
+def _lookup_retrying() -> AsyncRetrying:
+    return AsyncRetrying(
+        retry=retry_if_exception(_transient),
+        stop=stop_after_attempt(LOOKUP_TRIES),
+        wait=wait_exponential(multiplier=0.2, max=2),
+        reraise=True,
+    )
+
+
+def _lookup_failure(exc: BaseException) -> str:
+    """Why a lookup gave nothing, in a few words."""
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}"
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return f"HTTP {exc.response.status_code}"
+    if isinstance(exc, httpx2.HTTPError):
+        return f"{type(exc).__name__}: {exc}"
+    return f"an answer without it ({type(exc).__name__})"
+
+
+DEFAULT_MAX_TOKENS = 4096  # when neither the profile nor the request says: no answer runs forever
+REPEAT_SPAN = 800  # characters that must repeat one unit, at the end of a stream, to cut it
+REPEAT_CHECK_EVERY = 200
+
+
+def repeating_tail(
+    text: str, span: int = REPEAT_SPAN, max_unit: int = 200, max_block: int = 12_000, probe: int = 200
+) -> int | None:
+    """The length of the unit that the end of `text` repeats, if it is in a loop.
+
+    Small models fall into loops (FACTS.md): one assert written until the time limit, or whole files
+    written again and again in one answer (the 1.5B in `agent new`, 2048 tokens a turn). A loop is
+    - a unit of at most `max_unit` characters repeated over the last `span` characters (4+ times), or
+    - a longer unit, up to `max_block`, written twice in a row: the last 2 x unit characters are one
+      text twice. Code that repeats a long passage does so elsewhere (a moved function: once in the
+      SEARCH, once in the new file, with other text between), not back to back.
+    """
+    if len(text) > span:
+        tail = text[-(span + max_unit) :]
+        for unit in range(1, min(max_unit, span // 4) + 1):
+            if tail[-span:] == tail[-span - unit : -unit]:
+                return unit
+    if len(text) < 2 * (max_unit + 1):
+        return None
+    # Candidate units are the distances back to earlier copies of the last `probe` characters.
+    key, end = text[-probe:], len(text)
+    at = text.rfind(key, 0, end - 1)
+    while at != -1:
+        unit = end - probe - at
+        if unit > max_block or 2 * unit > end:
+            break
+        if text[-unit:] == text[-2 * unit : -unit]:
+            # A short unit twice is no loop yet: the rule above waits for 4 copies of it.
+            return unit if unit > max_unit else None
+        at = text.rfind(key, 0, at + probe - 1)
+    return None
+
+
+def one_copy(text: str, unit: int) -> str:
+    """`text` cut after the first copy of the loop it ends in: where the repetition begins, plus one
+    unit (no half-written copy is kept, so an edit block the loop repeats stays whole; the copy may
+    lose trailing characters, such as a blank line, that it shares with the text before it)."""
+    start = len(text) - unit
+    while start > 0 and text[start - 1] == text[start - 1 + unit]:
+        start -= 1
+    return text[: start + unit]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # raw JSON text, as the model wrote it; parsing (and its errors) is the caller's
+
+
+@dataclass
+class Completion:
+    content: str
+    reasoning: str
+    tool_calls: list[ToolCall]
+    stats: TurnStats
+    complete: bool = True  # False: the stream ended without a finish reason (cut off)
+    repetition: int | None = None  # the stream was cut because it repeated a unit of this many chars
+
+
+@dataclass
+class Endpoint:
+    """Where and how to ask a model: one per session."""
+
+    base_url: str  # the OpenAI base, ending in /v1
+    api_key: str | None = None
+    model: str | None = None  # asked of /v1/models when None
+    profile: str = "attach"
+    spec_mode: str = "none"
+    sampling: dict[str, Any] = field(default_factory=dict)  # OpenAI params; extra_body for llama.cpp's
+    extra_body: dict[str, Any] = field(default_factory=dict)  # sent with every request
+    metrics_url: str | None = None  # Prometheus /metrics, for draft counters
+
+
+@dataclass
+class _Assembling:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+class ModelClient:
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 600.0,
+        loading_wait: float = 120.0,
+        stall_timeout: float | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.loading_wait = loading_wait
+        self.stall_timeout = stall_timeout or stall_timeout_from_env()
+        self._client = openai.AsyncOpenAI(
+            base_url=endpoint.base_url,
+            api_key=endpoint.api_key or "not-needed",  # the SDK insists on a key; llama.cpp ignores it
+            max_retries=0,  # tenacity owns the retries
+            timeout=httpx2.Timeout(read_timeout, connect=connect_timeout),
+        )
+        self._metrics_ok = endpoint.metrics_url is not None
+        # llama-server wants the key on /props and /metrics too (only /health answers without it).
+        auth = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+        self._http = httpx2.AsyncClient(timeout=5.0, headers=auth)
+        self.notices: list[str] = []  # fallbacks taken (no model name, no context size): to be shown
+
+    def take_notices(self) -> list[str]:
+        taken, self.notices = self.notices, []
+        return taken
+
+    async def close(self) -> None:
+        await self._client.close()
+        await self._http.aclose()
+
+    async def model_name(self) -> str:
+        if self.endpoint.model:
+            return self.endpoint.model
+        ids: list[str] = []
+        why = "it lists none"
+        try:
+            async for attempt in _lookup_retrying():
+                with attempt:
+                    models = await self._client.models.list()
+            ids = [m.id for m in models.data]
+        except openai.APIConnectionError as exc:  # nothing answers: the session cannot start
+            raise map_error(exc) from exc
+        except Exception as exc:  # a server without /v1/models still answers chat requests
+            why = _lookup_failure(exc)
+        self.endpoint.model = ids[0] if ids else "default"
+        if not ids:
+            self.notices.append(
+                f"the server did not name its model (/v1/models: {why}); requests ask for 'default'"
+            )
+        return self.endpoint.model
+
+    async def server_context_size(self, fallback: int | None = None) -> int | None:
+        """n_ctx from llama-server's /props; else `fallback`, with a notice saying so."""
+        root = self.endpoint.base_url.removesuffix("/v1")
+        try:
+            async for attempt in _lookup_retrying():
+                with attempt:
+                    response = await self._http.get(root + "/props")
+                    response.raise_for_status()
+            props = response.json()
+            settings = props.get("default_generation_settings", {})
+            return int(settings.get("n_ctx") or props.get("n_ctx"))
+        except (httpx2.HTTPError, ValueError, TypeError, AttributeError) as exc:
+            why = _lookup_failure(exc)
+        assumed = f"assuming {fallback} tokens" if fallback else "the budget is unknown"
+        self.notices.append(f"the server did not report its context size (/props: {why}); {assumed}")
+        return fallback
+
+    async def _draft_counters(self) -> dict[str, float] | None:
+        if not self._metrics_ok:
+            return None
+        try:
+            response = await self._http.get(self.endpoint.metrics_url)
+            if response.status_code != 200:
+                self._metrics_ok = False
+                return None
+            return parse_draft_counters(response.text)
+        except (httpx2.HTTPError, ValueError):
+            self._metrics_ok = False
+            return None
+
+    def _request(self, messages: list[dict], tools: list[dict], tool_choice: str, overrides: dict) -> dict:
+        params: dict[str, Any] = {"temperature": None}
+        params.update(self.endpoint.sampling)
+        params.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
+        extra = {**params.pop("extra_body", {}), **self.endpoint.extra_body}
+        for key, value in overrides.items():
+            if key in ("temperature", "top_p", "max_tokens", "seed", "stop"):
+                params[key] = value
+            else:
+                extra[key] = value
+        # llama.cpp reads tool_choice as a string only; an object silently means "auto" (FACTS.md).
+        tool_choice = str(extra.pop("tool_choice", tool_choice))
+        extra.setdefault("cache_prompt", True)
+        request = {
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "extra_body": extra,
+            **{k: v for k, v in params.items() if v is not None},
+        }
+        if tools:
+            request["tools"] = tools
+            request["tool_choice"] = tool_choice
+        return request
+
+    async def stream(
+        self,
+        messages: list[dict],
+        tools: list[dict] | None = None,
+        tool_choice: str = "auto",
+        **overrides: Any,
+    ) -> AsyncIterator[TextDelta | ReasoningDelta | Completion]:
+        """Stream one completion. Yields deltas, then exactly one Completion (or raises an LLMError)."""
+        model = await self.model_name()
+        request = self._request(messages, tools or [], tool_choice, overrides)
+        before = await self._draft_counters()
+        started = time.monotonic()
+        stream = await self._open(model, request)
+        text: list[str] = []
+        reasoning: list[str] = []
+        calls: dict[int, _Assembling] = {}
+        timings: dict[str, Any] | None = None
+        usage: Any = None
+        finish: str | None = None
+        first = last = None
+        streamed = False
+        looped: int | None = None
+        checked_at = 0
+        size = 0
+        chunks = stream.__aiter__()
+        try:
+            while True:
+                # Once tokens flow, silence means the server stopped answering: a hung or SIGSTOPped
+                # server would otherwise hold the stream open until the read timeout, 600 s.
+                try:
+                    async with asyncio.timeout(self.stall_timeout if first else None):
+                        chunk = await chunks.__anext__()
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    raise ServerStalled(
+                        f"the model server stopped answering: nothing arrived for {self.stall_timeout:g} s "
+                        "in the middle of its answer (it is hung, stopped or overloaded; "
+                        "AGENT_STALL_TIMEOUT sets how long to wait)",
+                        partial=True,
+                    ) from None
+                extra = chunk.model_extra or {}
+                timings = extra.get("timings") or timings
+                usage = chunk.usage or usage
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    finish = choice.finish_reason or finish
+                    got_token = False
+                    if delta.content:
+                        text.append(delta.content)
+                        got_token = streamed = True
+                        size += len(delta.content)
+                        yield TextDelta(delta.content)
+                        if size - checked_at >= REPEAT_CHECK_EVERY:
+                            checked_at = size
+                            looped = repeating_tail("".join(text))
+                    thought = (delta.model_extra or {}).get("reasoning_content")
+                    if thought:
+                        reasoning.append(thought)
+                        got_token = streamed = True
+                        yield ReasoningDelta(thought)
+                    for part in delta.tool_calls or []:
+                        slot = calls.setdefault(part.index, _Assembling())
+                        if part.id:
+                            slot.id = part.id
+                        if part.function and part.function.name:
+                            slot.name += part.function.name
+                        if part.function and part.function.arguments:
+                            slot.arguments.append(part.function.arguments)
+                        got_token = True
+                    if got_token:
+                        now = time.monotonic()
+                        first = first or now
+                        last = now
+                if looped:
+                    break  # closing the stream below makes llama-server stop generating
+        except Exception as exc:
+            raise map_error(exc, partial=streamed, opened=True) from exc
+        finally:
+            await stream.close()
+        wall = time.monotonic() - started
+        stats = TurnStats.from_timings(
+            timings,
+            ttft_s=(first - started) if first else None,
+            wall_s=wall,
+            finish_reason=finish,
+            prompt_tokens=getattr(usage, "prompt_tokens", None),
+            completion_tokens=getattr(usage, "completion_tokens", None),
+        )
+        n_out = stats.output_tokens
+        if last and n_out:
+            if stats.prompt_ms is not None and last - started > stats.prompt_ms / 1000:
+                # Generation as the client lived it: from the end of the server's prefill to the last
+                # token received, the same span as the server's predicted_ms plus transport. (Counting
+                # from the first visible token would flatter the client: the server holds back tokens
+                # that might open a tool call or a reasoning block.)
+                stats.client_tokens_per_second = n_out / (last - started - stats.prompt_ms / 1000)
+            elif first and n_out > 1 and last > first:
+                stats.client_tokens_per_second = (n_out - 1) / (last - first)
+        after = await self._draft_counters() if before is not None else None
+        if before is not None and after is not None:
+            drafted = after.get("drafted", 0) - before.get("drafted", 0)
+            if drafted > 0 and stats.draft_n is None:
+                stats.metrics_draft_n = int(drafted)
+                stats.metrics_draft_accepted = int(after.get("accepted", 0) - before.get("accepted", 0))
+            drafts = after.get("drafts", 0) - before.get("drafts", 0)
+            if drafts > 0:
+                stats.metrics_drafts = int(drafts)
+                stats.accepted_per_position = accepted_per_position(before, after)
+        tool_calls = [
+            ToolCall(id=slot.id or f"call_{index}", name=slot.name, arguments="".join(slot.arguments))
+            for index, slot in sorted(calls.items())
+        ]
+        content = "".join(text)
+        if looped:
+            finish = None  # cut by us: what it was writing is unfinished
+            content = one_copy(content, looped)
+        yield Completion(
+            content, "".join(reasoning), tool_calls, stats, complete=finish is not None, repetition=looped
+        )
+
+    async def _open(self, model: str, request: dict) -> Any:
+        """Open the stream, retrying what is worth retrying: a loading server, a refused connection."""
+
+        def worth_retrying(exc: BaseException) -> bool:
+            return isinstance(exc, ServerLoading) or (isinstance(exc, ServerGone) and not exc.partial)
+
+        def give_up(state: RetryCallState) -> bool:
+            # A loading model is worth two minutes; a refused connection only a few quick tries, so that a
+            # dead server is reported within a second or two.
+            exc = state.outcome.exception() if state.outcome else None
+            if isinstance(exc, ServerGone):
+                return state.attempt_number >= 3
+            return (state.seconds_since_start or 0) > self.loading_wait
+
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception(worth_retrying),
+            stop=give_up,
+            wait=wait_exponential(multiplier=0.2, max=5),
+            reraise=True,
+        ):
+            with attempt:
+                try:
+                    return await self._client.chat.completions.create(model=model, **request)
+                except Exception as exc:
+                    raise map_error(exc) from exc
+        raise AssertionError("unreachable")  # AsyncRetrying either returns or re-raises

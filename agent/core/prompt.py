@@ -1,0 +1,58 @@
+"""The prompt: a stable prefix (system prompt and the project's instructions) and the dynamic facts.
+
+The prefix must stay byte-identical from turn to turn, so that llama-server's prompt cache reuses it
+(FACTS.md: anything that changes early forces the whole prompt to be processed again). Nothing in it
+depends on the time, the turn or the state of the repository; those facts go into the newest user
+message instead (`environment_note`).
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from pathlib import Path
+
+from agent.protocols.edit_blocks.prompt import SYSTEM_PROMPT_BLOCKS
+from agent.protocols.tool_calls.prompt import SYSTEM_PROMPT
+
+INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")  # the first one present is used
+MAX_INSTRUCTIONS = 20_000
+
+
+def project_instructions(workspace: Path) -> tuple[str, str] | None:
+    for name in INSTRUCTION_FILES:
+        path = workspace / name
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace").strip()
+            if len(text) > MAX_INSTRUCTIONS:
+                text = text[:MAX_INSTRUCTIONS] + "\n[... the rest of the file was left out ...]"
+            return name, text
+    return None
+
+
+def system_prompt(workspace: Path, actions: str = "tools") -> str:
+    """The stable prefix: the same bytes for the whole session."""
+    parts = [SYSTEM_PROMPT_BLOCKS if actions == "blocks" else SYSTEM_PROMPT]
+    found = project_instructions(workspace)
+    if found:
+        name, text = found
+        parts.append(f"# Project instructions ({name})\n\n{text}\n")
+    return "\n".join(parts)
+
+
+def environment_note(workspace: Path, git_summary: str | None) -> str:
+    """Facts that change: given with each new user message, after the cached prefix."""
+    lines = [
+        f"workspace: {workspace}",
+        f"os: {platform.system()} {platform.machine()}",
+        f"date: {time.strftime('%Y-%m-%d')}",
+        f"git: {git_summary}" if git_summary else "git: not a git repository",
+    ]
+    return "<environment>\n" + "\n".join(lines) + "\n</environment>"
+
+
+def user_message(
+    task: str, workspace: Path, git_summary: str | None, files: str = "", reminder: str = ""
+) -> str:
+    parts = [environment_note(workspace, git_summary), files, task.strip(), reminder]
+    return "\n\n".join(p for p in parts if p)

@@ -1,0 +1,433 @@
+"""SpecAgent, the ACP agent: its answers to the protocol's requests (initialize, new and loaded sessions,
+modes, prompts, cancel), the server connections it opens, the approvals it asks the client for, and each
+session's updates sent in order.
+
+Like every front end it opens its sessions through `open_session` (agent/session/live.py), turns the
+session's events into ACP updates (views.py) and answers approvals by asking the client
+(`session/request_permission`). It assembles nothing itself.
+
+One process serves many sessions. The server connection of a profile is opened once (in a thread, so
+that the protocol keeps flowing while llama-server loads) and shared by the sessions on it; it is
+stopped when the client goes. A workspace has one live session per process: opening another there
+ends the previous one (its transcript is finished; `session/load` brings it back), because the
+workspace lock refuses a second agent in the same folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AsyncExitStack, ExitStack
+from pathlib import Path
+from typing import Any
+
+import acp
+from acp import RequestError
+from acp.schema import (
+    AgentCapabilities,
+    CurrentModeUpdate,
+    Implementation,
+    InitializeResponse,
+    LoadSessionResponse,
+    McpCapabilities,
+    NewSessionResponse,
+    PermissionOption,
+    PromptCapabilities,
+    PromptResponse,
+    SessionMode,
+    SessionModeState,
+    SetSessionModeResponse,
+    ToolCallUpdate,
+)
+
+from agent import __version__
+from agent.core.llm import LLMError
+from agent.core.loop import Limits, Outcome
+from agent.core.workbench import mcp_configs
+from agent.errors import AgentError
+from agent.events import (
+    ApprovalAnswer,
+    ApprovalRequested,
+    DraftOff,
+    ErrorEvent,
+    Event,
+    Notice,
+)
+from agent.frontends.acp.session import AcpSession, client_servers, prompt_text
+from agent.frontends.acp.views import replayed, updates
+from agent.server.diagnose import log_tail
+from agent.server.profiles import ServerProfile
+from agent.session.connect import Connection, connect, resolve_profile
+from agent.session.live import open_session
+from agent.settings.config import Settings, load_settings, state_dir
+from agent.store.transcripts import load_session
+from tools.permissions import MODES
+
+MODE_NAMES = {
+    "ask": ("Ask", "Reads run; edits and commands ask first."),
+    "auto-edit": ("Auto-edit", "Reads and edits run; commands ask first."),
+    "full-auto": ("Full auto", "Everything runs, except what is dangerous or denied."),
+    "read-only": ("Read-only", "Only reads run; nothing may change."),
+}
+# How a prompt ended (the loop's outcome) as ACP's stop reason. The rest (a model that kept repeating
+# itself, a server that died) is the agent refusing to go on: "refusal", with the reason in the answer.
+STOP = {"completed": "end_turn", "limit": "max_turn_requests", "cancelled": "cancelled"}
+
+
+def log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+class SpecAgent:
+    """The ACP agent: `acp.run_agent` calls these methods, one task per request."""
+
+    def __init__(self, profile: str | None, base_url: str | None, figures_line: bool = True) -> None:
+        self.profile_name, self.base_url, self.figures_line = profile, base_url, figures_line
+        self.conn: Any = None
+        self.sessions: dict[str, AcpSession] = {}
+        self.connections: dict[str, Connection] = {}
+        self.servers = ExitStack()  # the connections this process opened, closed when the client goes
+        # Starts run here, not in asyncio's pool: a client that goes mid-start cancels the request, not
+        # the thread, and the shutdown must wait for the thread before it closes what it opened.
+        self.starter = ThreadPoolExecutor(max_workers=2, thread_name_prefix="agent-acp-start")
+        self.starting: dict[str, asyncio.Future] = {}
+        self.closing = False
+        self.background: set[asyncio.Task] = set()  # progress notifications on their way
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+
+    # ------------------------------------------------------------------ initialize
+    async def initialize(self, protocol_version: int, client_capabilities=None, client_info=None, **_: Any):
+        return InitializeResponse(
+            protocol_version=min(protocol_version, acp.PROTOCOL_VERSION),
+            agent_info=Implementation(name="spec-agent", title="spec-agent", version=__version__),
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                mcp_capabilities=McpCapabilities(http=True, sse=True),
+                prompt_capabilities=PromptCapabilities(embedded_context=True),
+            ),
+        )
+
+    # ------------------------------------------------------------------ sessions
+    async def new_session(self, cwd: str, mcp_servers=None, **_: Any) -> NewSessionResponse:
+        session = await self._open(Path(cwd), mcp_servers or [], resume=None)
+        return NewSessionResponse(session_id=session.session_id, modes=self._modes(session))
+
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers=None, **_: Any
+    ) -> LoadSessionResponse:
+        try:
+            record = load_session(state_dir(), session_id)
+        except AgentError as exc:
+            raise RequestError.resource_not_found(session_id) from exc
+        if session_id in self.sessions:
+            await self._close(self.sessions.pop(session_id))
+        session = await self._open(Path(cwd), mcp_servers or [], resume=record)
+        # The conversation as the client would have seen it, before the answer (the protocol's order).
+        for event in record.events:
+            for update in replayed(session, event):
+                self._put(session, update)
+        self._release_held(session)
+        await self._flush(session)
+        return LoadSessionResponse(modes=self._modes(session))
+
+    async def _open(self, cwd: Path, client_mcp: list, resume) -> AcpSession:
+        if not cwd.is_absolute() or not cwd.is_dir():
+            raise RequestError.invalid_params(
+                {"cwd": str(cwd), "message": "cwd must be an existing absolute folder"}
+            )
+        workspace = cwd.resolve()
+        for other in [s for s in self.sessions.values() if s.workspace == workspace]:
+            await self._close(other)  # the workspace lock admits one agent per folder
+            self.sessions.pop(other.session_id, None)
+        early: list[str] = []  # notices from before the client knows the session: sent with its first update
+        holder: list[AcpSession] = []
+        try:
+            settings = load_settings(workspace)
+            started = resume.latest_started if resume else {}
+            profile = resolve_profile(
+                settings, self.profile_name or started.get("profile"),
+                self.base_url or (None if self.profile_name else started.get("base_url") or None),
+                workspace, say=log,
+            )  # fmt: skip
+            configs = mcp_configs(settings, workspace)
+            configs.update(client_servers(client_mcp, taken=set(configs)))
+            connection = await self._connection(settings, profile)
+            stack = AsyncExitStack()
+            live = await stack.enter_async_context(
+                open_session(
+                    settings, workspace, profile, lambda event: self._on_event(holder, early, event),
+                    holder="agent acp", approve=lambda request: self._approve(holder[0], request),
+                    approval=settings.approval, limits=Limits(max_turns=settings.max_turns), resume=resume,
+                    mcp_servers=configs, connection=connection,
+                ),
+            )  # fmt: skip
+        except (AgentError, LLMError) as exc:  # a folder another agent holds, a bad config, a dead server
+            raise RequestError(-32000, _first_line(exc), {"message": str(exc)}) from exc
+        session = AcpSession(live, workspace, stack, asyncio.Queue(), held=early)
+        holder.append(session)
+        session.sender = asyncio.create_task(self._send_loop(session))
+        self.sessions[session.session_id] = session
+        return session
+
+    async def _connection(self, settings: Settings, profile: ServerProfile) -> Connection:
+        """The profile's server, started (or attached to) once per process, in a thread: the protocol
+        keeps flowing while it loads, and the client hears of its progress."""
+        key = f"{profile.name}:{profile.port}:{profile.base_url or ''}"
+        if key in self.connections:
+            return self.connections[key]
+        if key in self.starting:
+            return await asyncio.shield(self.starting[key])
+        loop = asyncio.get_running_loop()
+        log_path = state_dir() / "logs" / f"{profile.name}-{profile.port}.log"
+
+        said: list[tuple[str, str]] = []
+
+        def progress(elapsed: float, phase: str) -> None:
+            if self.closing:  # the client went while the server loaded: `start` stops it
+                raise AgentError("the client closed the connection while the server started")
+            last = (log_tail(log_path, 1) or [""])[0]
+            if said and said[-1] == (phase, last):  # (called every 0.25 s: only what changed)
+                return
+            said.append((phase, last))
+            log(f"[{elapsed:5.1f}s] {profile.name}: {phase}  {last[:160]}")
+            loop.call_soon_threadsafe(self._progress, profile.name, elapsed, phase, last)
+
+        future: asyncio.Future = loop.create_future()
+        self.starting[key] = future
+        try:
+            opening = connect(settings, profile, start_progress=progress)
+            started = self.starter.submit(self.servers.enter_context, opening)
+            connection = await asyncio.wrap_future(started)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # (retrieved: a second caller may never wait on it)
+            if isinstance(exc, AgentError):
+                last = (log_tail(log_path, 1) or [""])[0]
+                # Clients show the message alone: it carries the log's last line, the likeliest reason.
+                said = _first_line(exc) + (f" (log: {last.strip()})" if last.strip() else "")
+                details = {"message": str(exc), "log": str(log_path), "log_last_line": last}
+                raise RequestError(-32000, said, details) from exc
+            raise
+        finally:
+            self.starting.pop(key, None)
+        self.connections[key] = connection
+        future.set_result(connection)
+        return connection
+
+    def _progress(self, profile: str, elapsed: float, phase: str, last: str) -> None:
+        """A server that takes time to load says so: an extension notification (ACP has no standard one
+        before a session exists); clients that do not know it ignore it, and stderr has it too."""
+        if self.conn is not None and not self.closing:
+            params = {"profile": profile, "elapsed": round(elapsed, 1), "phase": phase, "log": last}
+            task = asyncio.ensure_future(
+                self._quietly(self.conn.ext_notification("spec-agent/server_progress", params))
+            )
+            self.background.add(task)  # (a task nobody holds may be collected before it runs)
+            task.add_done_callback(self.background.discard)
+
+    @staticmethod
+    async def _quietly(coro) -> None:
+        with contextlib.suppress(Exception):  # the client is gone: nothing to tell
+            await coro
+
+    @staticmethod
+    def _modes(session: AcpSession) -> SessionModeState:
+        return SessionModeState(
+            current_mode_id=session.live.agent.permissions.mode,
+            available_modes=[
+                SessionMode(id=m, name=MODE_NAMES[m][0], description=MODE_NAMES[m][1]) for m in MODES
+            ],
+        )
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **_: Any) -> SetSessionModeResponse:
+        session = self._session(session_id)
+        if mode_id not in MODES:
+            raise RequestError.invalid_params({"modeId": mode_id, "message": f"one of {', '.join(MODES)}"})
+        session.live.agent.permissions.mode = mode_id
+        session.live.recorder(Notice(f"approval mode: {mode_id} (set by the client)"))  # (the client knows)
+        await self._send(
+            session, CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode_id)
+        )
+        return SetSessionModeResponse()
+
+    def _session(self, session_id: str) -> AcpSession:
+        session = self.sessions.get(session_id)
+        if session is None or session.closed:
+            raise RequestError.invalid_params(
+                {"sessionId": session_id, "message": "no such session in this agent"}
+            )
+        return session
+
+    # ------------------------------------------------------------------ prompt and cancel
+    async def prompt(self, session_id: str, prompt: list, **_: Any) -> PromptResponse:
+        session = self._session(session_id)
+        if session.work is not None:
+            raise RequestError.invalid_request(
+                {"sessionId": session_id, "message": "a prompt is already running in this session"}
+            )
+        typed, content = prompt_text(prompt)
+        self._release_held(session)
+        session.work = asyncio.create_task(self._ask(session, content, typed))
+        try:
+            outcome = await session.work
+        except asyncio.CancelledError:
+            if asyncio.current_task().cancelling():  # the connection is closing: not the client's cancel
+                raise
+            outcome = Outcome("cancelled", "", 0)
+        finally:
+            session.work = None
+        for call_id in list(session.calls):  # started, never finished: the client must not show them running
+            session.calls.pop(call_id)
+            self._put(session, acp.update_tool_call(
+                call_id, status="failed", content=[acp.tool_content(acp.text_block("(interrupted)"))]
+            ))  # fmt: skip
+        if outcome.status not in STOP and outcome.error:
+            # Stopped by the agent itself (a model repeating itself, a server that died): say why.
+            self._put(session, acp.update_agent_message_text(f"\n\n**Stopped:** {outcome.error}\n"))
+        await self._flush(session)
+        stop = STOP.get(outcome.status, "refusal")
+        if outcome.status == "limit" and "model requests" not in outcome.error:
+            stop = "max_tokens"  # the time or output-token limit
+        return PromptResponse(stop_reason=stop)
+
+    async def _ask(self, session: AcpSession, content: str, typed: str) -> Outcome:
+        """One prompt worked on until the model is done, as the TUI's: the first prompt carries the
+        environment note (and, for edit blocks, the files); later ones go as typed, so the prefix stays
+        cached. A cancel leaves a whole history (every started call gets a result) and says so."""
+        live, agent = session.live, session.live.agent
+        first = session.prompts == 0 and len(agent.messages) <= 1
+        session.prompts += 1
+        message = (
+            live.workbench.task_message(content, live.profile.actions, agent.context) if first else content
+        )
+        live.workbench.task_start = None  # auto-commit takes only what this prompt changes
+        session.interrupted = False
+        try:
+            outcome = await agent.run(message, typed=typed)
+        except asyncio.CancelledError:
+            session.interrupted = True
+            live.emit(ErrorEvent("interrupted", "interrupted: the model's work stopped here", fatal=False))
+            raise
+        if load_settings(session.workspace).auto_commit and outcome.status == "completed":
+            note = live.workbench.auto_commit(f"agent: {typed.splitlines()[0][:60] if typed else 'prompt'}")
+            if note:
+                live.emit(Notice(note))
+        return outcome
+
+    async def cancel(self, session_id: str, **_: Any) -> None:
+        session = self.sessions.get(session_id)
+        if session is not None and session.work is not None:
+            session.work.cancel()  # the bash tool ends its command's process group on the way out
+
+    # ------------------------------------------------------------------ approvals
+    async def _approve(self, session: AcpSession, request: ApprovalRequested) -> ApprovalAnswer:
+        await self._flush(session)  # the tool call's start reaches the client before the question
+        view = session.calls.get(request.call_id)
+        rule = request.suggested_rule
+        always = request.name if rule in ("", "*") else f"{request.name} `{rule}`"
+        options = [
+            PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
+            PermissionOption(
+                option_id="allow_always",
+                name=f"Always allow {always} (this session)",
+                kind="allow_always",
+            ),
+            PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
+        ]
+        why = f"Needs approval: {request.reason}" + (f" (rule: `{rule}`)" if rule else "")
+        tool_call = ToolCallUpdate(
+            tool_call_id=request.call_id, status="pending", title=view.title if view else request.summary,
+            kind=view.kind if view else None, locations=view.locations if view else None,
+            content=[acp.tool_content(acp.text_block(why))],  # what clients show beside the options
+        )  # fmt: skip
+        response = await self.conn.request_permission(
+            session_id=session.session_id,
+            tool_call=tool_call,
+            options=options,
+            reason=request.reason,
+            rule=rule,
+        )
+        outcome = response.outcome
+        chosen = getattr(outcome, "option_id", None) if outcome.outcome == "selected" else "cancelled"
+        # The answer, in the client's words, goes into the transcript beside the loop's decision (not back
+        # to the client, who gave it).
+        session.live.recorder(
+            Notice(f"the client answered {chosen} to {request.name}: {request.summary[:200]}")
+        )
+        if chosen == "allow_always":
+            return ApprovalAnswer("always")
+        return ApprovalAnswer("yes" if chosen == "allow_once" else "no")
+
+    # ------------------------------------------------------------------ events -> updates
+    def _on_event(self, holder: list[AcpSession], early: list[str], event: Event) -> None:
+        """The session's events (already recorded) as ACP updates, queued in order; a task sends them."""
+        if not holder:
+            if isinstance(event, Notice | DraftOff) or (isinstance(event, ErrorEvent) and not event.fatal):
+                early.append(event.message)
+            return
+        for update in updates(holder[0], event, self.figures_line):
+            self._put(holder[0], update)
+
+    def _release_held(self, session: AcpSession) -> None:
+        """The session's opening notices (a draft off, an untrusted folder), as one thought."""
+        if session.held:
+            self._put(session, acp.update_agent_thought_text("\n".join(session.held) + "\n"))
+            session.held = []
+
+    # ------------------------------------------------------------------ sending
+    def _put(self, session: AcpSession, update: Any) -> None:
+        session.outbox.put_nowait(update)
+
+    async def _send(self, session: AcpSession, update: Any) -> None:
+        self._put(session, update)
+        await self._flush(session)
+
+    async def _flush(self, session: AcpSession) -> None:
+        await session.outbox.join()
+
+    async def _send_loop(self, session: AcpSession) -> None:
+        gone = False
+        while True:
+            update = await session.outbox.get()
+            try:
+                if not gone:
+                    await self.conn.session_update(session_id=session.session_id, update=update)
+            except Exception as exc:  # the client went: the work is wound up and recorded, unsent
+                gone = True
+                log(f"acp: the client no longer hears session {session.session_id}: {exc}")
+            finally:
+                session.outbox.task_done()
+
+    # ------------------------------------------------------------------ closing
+    async def _close(self, session: AcpSession) -> None:
+        """Finish the recorded session ("interrupted" when its last prompt was cut off) and close it."""
+        if session.closed:
+            return
+        session.closed = True
+        outcome = "interrupted" if session.interrupted or session.work else "completed"
+        if session.work is not None:
+            session.work.cancel()
+            await asyncio.gather(session.work, return_exceptions=True)
+        if not session.live.finished:
+            session.live.finish(outcome)
+        await session.stack.aclose()
+        if session.sender is not None:
+            session.sender.cancel()
+            await asyncio.gather(session.sender, return_exceptions=True)
+
+    async def shutdown(self) -> None:
+        """The client went (stdin closed): end every session whole, then the servers this process started."""
+        self.closing = True
+        for session in list(self.sessions.values()):
+            await self._close(session)
+        self.sessions.clear()
+        await asyncio.to_thread(self.starter.shutdown, wait=True)  # a start under way fails at its next check
+        await asyncio.to_thread(self.servers.close)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]

@@ -1,0 +1,173 @@
+"""`agent run task.md`: one task, no questions asked, for scripts and CI.
+
+The task is the Markdown body; optional YAML front matter sets the profile, workdir, limits, the
+approval mode, sampling overrides and a `check` command that decides success. Progress goes to
+stderr, the final answer to stdout; `--json` writes one event per line to stdout instead.
+Nothing ever waits for input: what would need approval is refused and the model is told why.
+Everything written out, to stdout and stderr alike, has its secrets redacted (agent/store/redact.py).
+
+Exit codes: 0 success, 1 the task or its check failed, 2 usage or configuration, 3 a limit was hit,
+4 the server failed, 5 another agent works in this workspace (or has this session open), 130
+interrupted (SIGINT, Ctrl+C), 143 terminated (SIGTERM).
+
+One agent per workspace: the run holds the workspace's lock and its session's (agent/store/lock.py) from
+before the server starts until it ends, and a second agent is refused with exit 5, naming the first.
+The work itself (the session, the check loop, signals, exit codes) is agent/session/task_run.py's, shared with
+`agent new`; the task-file format is agent/session/taskfile.py's. This module turns events into output.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from argparse import Namespace
+from pathlib import Path
+
+from agent.errors import AgentError
+from agent.events import Event, ReasoningDelta, TextDelta
+from agent.session.task_run import EXIT, TaskRequest, TaskResult, run_task_blocking
+from agent.settings.config import Settings
+from agent.store.lock import WorkspaceBusy
+from agent.store.redact import redact, redact_record
+from agent.store.telemetry import summary_line
+
+
+class Printer:
+    """Progress for people on stderr, or every event as a JSON line on stdout."""
+
+    def __init__(self, json_lines: bool, quiet: bool) -> None:
+        self.json_lines, self.quiet = json_lines, quiet
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, TextDelta | ReasoningDelta):
+            return
+        if self.json_lines:
+            sys.stdout.write(json.dumps(redact_record(event.to_json()), ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+            return
+        if self.quiet:
+            return
+        line = self.describe(event)
+        if line:
+            print(redact(line), file=sys.stderr, flush=True)
+
+    @staticmethod
+    def describe(event: Event) -> str:
+        kind = event.kind
+        if kind == "assistant.message" and event.content.strip() and event.tool_calls:
+            # (an answer without tool calls is the final one: it goes to stdout at the end)
+            return "  " + event.content.strip().replace("\n", "\n  ")
+        # (redacted before they are cut short: half a key is no longer recognisable)
+        if kind == "tool.call":
+            return f"▸ {event.name}  {redact(event.summary)}"[:200]
+        if kind == "tool.result":
+            first = redact(event.output).strip().splitlines()[-1:] or [""]
+            return f"  {'✓' if event.ok else '✗'} {event.seconds:.2f} s  {first[0][:120]}"
+        if kind == "turn.completed":
+            return f"  turn {event.turn} · {event.stats.summary()}"
+        if kind == "check.result":
+            verdict = "passed" if event.passed else "failed"
+            return f"[check {event.round}] `{shown_command(event.command)}` {verdict} ({event.seconds:.1f} s)"
+        if kind == "compaction":
+            return f"[compaction] {event.tokens_before} → {event.tokens_after} tokens ({event.reason})"
+        if kind in ("notice", "error", "draft.off"):
+            return f"[{kind}] {event.message}"
+        if kind == "permission.decided" and event.decision == "deny":
+            return f"  denied: {event.reason}"
+        return ""
+
+
+def shown_command(command: str, width: int = 100) -> str:
+    """A command on one line for progress output: a check can be a whole hidden script (a heredoc),
+    printed in full twice per run before this; its first line says what it is."""
+    lines = command.strip().splitlines() or [""]
+    first = lines[0]
+    if len(lines) == 1 and len(first) <= width:
+        return first
+    more = f" … ({len(lines)} lines)" if len(lines) > 1 else " …"
+    return first[: width - 2].rstrip() + more
+
+
+def explain(result: TaskResult) -> None:
+    """How the run ended, for people on stderr: the check, why it stopped, the figures, what next."""
+    check, outcome, session_id = result.check, result.outcome, result.session_id
+    lines = []
+    if check:
+        verdict = "passed" if check.passed else f"failed (exit {check.exit_code})"
+        lines.append(f"check `{shown_command(check.command)}` {verdict}")
+        if not check.passed:
+            lines += ["  " + ln for ln in check.output.strip().splitlines()[-15:]]
+    if outcome and outcome.error:
+        lines.append(f"stopped: {outcome.error}")
+    lines += changes_lines(result.summary.get("changes") or [])
+    lines.append(f"{result.status} · {summary_line(result.summary)} · session {session_id}")
+    lines.append(f"  agent stats {session_id}  |  agent run --resume {session_id}")
+    print(redact("\n".join(lines)), file=sys.stderr)
+
+
+def changes_lines(changes: list[dict], limit: int = 20) -> list[str]:
+    """The files a run changed, each with its lines added and deleted; a big deletion is flagged."""
+    if not changes:
+        return []
+    lines = [f"changed {len(changes)} file{'s' if len(changes) != 1 else ''} (lines added, deleted):"]
+    for change in changes[:limit]:
+        added, deleted = change.get("added"), change.get("deleted")
+        if added is None:
+            lines.append(f"  {change['path']}  (binary)")
+            continue
+        flag = (
+            "   <- deleted more than it added; `agent undo` restores it"
+            if deleted > max(20, 2 * added)
+            else ""
+        )
+        lines.append(f"  {change['path']}  +{added} -{deleted}{flag}")
+    if len(changes) > limit:
+        lines.append(f"  ... and {len(changes) - limit} more (`git status`)")
+    return lines
+
+
+def print_json_error(exc: AgentError) -> None:
+    """The error that ended a run before its session did, as the last JSON line (--json)."""
+    kind = (
+        "busy"
+        if isinstance(exc, WorkspaceBusy)
+        else "config"
+        if exc.exit_code == EXIT["config"]
+        else "server"
+    )
+    print(
+        json.dumps({"type": "error", "error": kind, "message": redact(str(exc)), "fatal": True}), flush=True
+    )
+
+
+def request_from(args: Namespace) -> TaskRequest:
+    return TaskRequest(
+        task=Path(args.task) if args.task else None, resume=args.resume,
+        workdir=Path(args.workdir) if args.workdir else None, profile=args.profile, base_url=args.base_url,
+        max_turns=args.max_turns, approval=args.approval, actions=args.actions, check_rounds=args.check_rounds,
+        tool_choice=args.tool_choice,
+    )  # fmt: skip
+
+
+def cmd_run(args: Namespace, settings: Settings) -> int:
+    printer = Printer(args.json, args.quiet)
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    try:
+        result = run_task_blocking(
+            request_from(args), settings, printer, None if (args.quiet or args.json) else say
+        )
+    except AgentError as exc:
+        if args.json:
+            print_json_error(exc)
+        raise
+    if result is None:
+        print("terminated", file=sys.stderr)
+        return EXIT["terminated"]
+    if not args.json and result.outcome and result.outcome.final:
+        print(redact(result.outcome.final))
+    if not args.json and not args.quiet:
+        explain(result)
+    return result.exit_code

@@ -1,0 +1,294 @@
+"""The interactive session behind the TUI: the server connection, the agent, its recorder and MCP.
+
+It knows nothing of Textual. Blocking work (starting or stopping llama-server) is plain methods the
+app runs in a thread; the rest is async and runs in the app's event loop. Everything the agent does
+leaves through `emit`, exactly as in `agent run`, and is recorded the same way, so `agent sessions`,
+`agent stats` and `--resume` see interactive sessions too.
+
+Like `agent run`, it holds the workspace's lock (agent/store/lock.py) from before the server starts, and its
+session's once that is known: a second agent in the folder is refused with a message naming this one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from contextlib import AsyncExitStack, ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.core.loop import Agent, Approver, Limits, Outcome
+from agent.core.workbench import Workbench
+from agent.errors import AgentError
+from agent.events import ErrorEvent, Event, Notice
+from agent.server.diagnose import log_tail
+from agent.server.profiles import ServerProfile
+from agent.session.connect import Connection, connect, resolve_profile
+from agent.session.live import LiveSession, open_session
+from agent.settings.config import PROJECT_CONFIG, Settings, state_dir
+from agent.store.lock import AgentLocks
+from agent.store.recorder import SessionRecorder
+from agent.store.transcripts import SessionRecord, list_session_paths, load_session
+from tools.base import ToolError
+from tools.mcp import MCPServers
+
+
+class StartCancelled(Exception):
+    """The user quit while the server was still loading."""
+
+
+@dataclass
+class SessionOptions:
+    """What `agent` was started with; the TUI's equivalent of a task file's front matter."""
+
+    profile: str | None = None
+    base_url: str | None = None
+    approval: str | None = None
+    keep_server: bool = False
+    max_turns: int | None = None
+
+
+@dataclass
+class InteractiveSession:
+    settings: Settings
+    workspace: Path
+    options: SessionOptions
+    emit_ui: Callable[[Event], None]
+    approve: Approver
+    profile: ServerProfile | None = None
+    connection: Connection | None = None
+    agent: Agent | None = None
+    session_id: str = ""
+    recorder: SessionRecorder | None = None
+    outcomes: list[Outcome] = field(default_factory=list)
+    _stack: ExitStack | None = None
+    _session_stack: AsyncExitStack | None = None
+    _live: LiveSession | None = None
+    _mcp: MCPServers | None = None
+    _cancel_start: bool = False
+    _tasks_done: int = 0
+    _locks: AgentLocks | None = None
+
+    def __post_init__(self) -> None:
+        self.workspace = self.workspace.resolve()
+        self.workbench = Workbench(self.workspace)
+
+    # ------------------------------------------------------------------ the server (blocking: a thread)
+    def resolve(self) -> ServerProfile:
+        self.profile = resolve_profile(
+            self.settings, self.options.profile, self.options.base_url, self.workspace,
+            say=lambda why: self.emit(Notice(why)),
+        )  # fmt: skip
+        return self.profile
+
+    def connect(self, progress: Callable[[float, str, str], None]) -> Connection:
+        """Start the profile's server (or reuse or attach to one) and wait until it is ready.
+        `progress` gets the seconds elapsed, the loading phase and the log's last line."""
+        profile = self.profile or self.resolve()
+        self._hold_locks()  # before a server starts: another agent here is refused, named
+        self._cancel_start = False
+        log_path = state_dir() / "logs" / f"{profile.name}-{profile.port}.log"
+
+        def checked(elapsed: float, phase: str) -> None:
+            if self._cancel_start:  # raising here makes `start` stop the half-started server
+                raise StartCancelled()
+            progress(elapsed, phase, (log_tail(log_path, 1) or [""])[0])
+
+        stack = ExitStack()
+        self.connection = stack.enter_context(
+            connect(self.settings, profile, start_progress=checked, keep_running=self.options.keep_server)
+        )
+        self._stack = stack
+        return self.connection
+
+    def cancel_start(self) -> None:
+        self._cancel_start = True
+
+    def disconnect(self) -> None:
+        """Stop the server if this session started it; leave one it found running."""
+        stack, self._stack, self.connection = self._stack, None, None
+        if stack is not None:
+            stack.close()
+        self._release_locks()
+
+    def _hold_locks(self, session_id: str = "") -> None:
+        """The workspace's lock (and the session's, given its id); WorkspaceBusy names the holder."""
+        if self._locks is None:
+            self._locks = AgentLocks(state_dir(), self.workspace, "agent (TUI)")
+        self._locks.acquire(session_id)
+
+    def _release_locks(self) -> None:
+        if self._locks is not None:
+            self._locks.release()
+
+    # ------------------------------------------------------------------ the agent (async)
+    async def open(self, resume: str | None = None, history: list[dict[str, Any]] | None = None) -> None:
+        """A client, a recorder and an agent on the connected server (agent/session/live.py: the one way
+        every front end opens a session). `resume` continues a recorded session; `history` carries a
+        conversation over (a profile switch). The MCP servers live on across sessions on one server."""
+        assert self.connection is not None and self.profile is not None
+        record = load_session(state_dir(), resume) if resume else None
+        if self._locks is None:
+            self._locks = AgentLocks(state_dir(), self.workspace, "agent (TUI)")
+        opening = open_session(
+            self.settings, self.workspace, self.profile, lambda event: self.emit_ui(event),
+            holder="agent (TUI)", approve=self.approve,
+            approval=self.options.approval or (self.agent.permissions.mode if self.agent else None),
+            limits=Limits(max_turns=self.options.max_turns or self.settings.max_turns),
+            resume=record, history=history,
+            trust_notice=False,  # the app says it, once per run and after a resumed session's replay
+            workbench=self.workbench, connection=self.connection, locks=self._locks, mcp=self._mcp,
+        )  # fmt: skip
+        stack = AsyncExitStack()
+        live = await stack.enter_async_context(opening)
+        live.owns_mcp = False  # closed by `close`, unless another session on this server follows
+        self._live, self._session_stack, self._mcp = live, stack, live.mcp
+        self.session_id, self.recorder, self.agent = live.session_id, live.recorder, live.agent
+        self._tasks_done = 1 if len(live.agent.messages) > 1 else 0
+
+    def emit(self, event: Event) -> None:
+        if self._live is not None and not self._live.finished:
+            self._live.emit(event)
+        else:
+            self.emit_ui(event)
+
+    async def ask(self, text: str) -> Outcome | None:
+        """One user prompt, worked on until the model is done. Cancelling the task (Esc) interrupts
+        it; the loop leaves a history the next prompt can continue."""
+        assert self.agent is not None
+        actions = self.profile.actions if self.profile else "tools"
+        # The first prompt carries the environment note (and, for edit blocks, the files); later ones
+        # go as typed, so the conversation's prefix stays cached.
+        message = (
+            self.workbench.task_message(text, actions, self.agent.context) if not self._tasks_done else text
+        )
+        self._tasks_done += 1
+        self.workbench.task_start = None  # auto-commit takes only what this prompt changes
+        try:
+            outcome = await self.agent.run(message, typed=text)
+        except asyncio.CancelledError:
+            self.emit(ErrorEvent("interrupted", "interrupted: the model's work stopped here", fatal=False))
+            raise
+        self.outcomes.append(outcome)
+        if self.settings.auto_commit and outcome.status == "completed":
+            note = self.workbench.auto_commit(f"agent: {text.splitlines()[0][:60]}")
+            if note:
+                self.emit(Notice(note))
+        return outcome
+
+    async def close(self, keep_locks: bool = False) -> None:
+        """End the recorded session and the MCP servers (the server itself: `disconnect`), and let go
+        of the workspace unless another session follows at once (`keep_locks`)."""
+        live, stack = self._live, self._session_stack
+        self._live = self._session_stack = None
+        self.recorder = None
+        if live is not None and not live.finished:
+            live.finish("completed", self.outcomes[-1].final if self.outcomes else "")
+        if stack is not None:
+            await stack.aclose()  # the client; the connection and the locks are this object's
+        if self._mcp is not None:
+            await self._mcp.close()
+            self._mcp = None
+        if not keep_locks:
+            self._release_locks()
+
+    async def restart_session(self, resume: str | None = None) -> None:
+        """/clear and /resume: end this recorded session and open another on the same server."""
+        await self._close_recording()
+        self.agent = None
+        await self.open(resume=resume)
+
+    async def _close_recording(self) -> None:
+        mcp, self._mcp = self._mcp, None  # MCP servers live on across sessions
+        await self.close(keep_locks=True)
+        self._mcp = mcp
+
+    # ------------------------------------------------------------------ what slash commands need
+    @property
+    def context_used(self) -> tuple[int, int] | None:
+        if self.agent is None or self.agent.context is None:
+            return None
+        return self.agent.context.estimate(self.agent.messages), self.agent.context.n_ctx
+
+    def checkpoint_count(self) -> int:
+        return len(self.workbench.checkpoints.list()) if self.workbench.checkpoints else 0
+
+    def undo(self) -> tuple[str, list[str]]:
+        if self.workbench.checkpoints is None:
+            raise AgentError(
+                "/undo needs a git repository", "This folder is not one, so no checkpoints exist."
+            )
+        try:
+            checkpoint, changed = self.workbench.checkpoints.undo()
+        except ToolError as exc:
+            raise AgentError(
+                "nothing to undo",
+                str(exc),
+                "A checkpoint is taken before the agent's first change of each prompt.",
+            ) from exc
+        return checkpoint.message, changed
+
+    def diff(self) -> str:
+        checkpoints = self.workbench.checkpoints
+        if checkpoints is None:
+            raise AgentError("/diff needs a git repository", "This folder is not one.")
+        existing = checkpoints.list()
+        if not existing:
+            return ""
+        return checkpoints.diff_since(existing[-1].sha)
+
+    def save_rule(self, tool: str, pattern: str) -> Path:
+        """An "always" answer kept in the project's config, for the next sessions too."""
+        import tomlkit
+
+        path = self.workspace / PROJECT_CONFIG
+        path.parent.mkdir(parents=True, exist_ok=True)
+        document = tomlkit.parse(path.read_text(encoding="utf-8")) if path.is_file() else tomlkit.document()
+        permissions = document.setdefault("permissions", tomlkit.table())
+        allow = permissions.setdefault("allow", tomlkit.table())
+        rules = allow.setdefault(tool, tomlkit.array())
+        if pattern not in rules:
+            rules.append(pattern)
+        path.write_text(tomlkit.dumps(document), encoding="utf-8")
+        return path
+
+    def mcp_status(self) -> list[str]:
+        if self._mcp is None or not self._mcp.connections:
+            return ["no MCP servers configured (`agent mcp add` adds one)"]
+        lines = []
+        for conn in self._mcp.connections:
+            failure = self._mcp.failures.get(conn.name)
+            tools = [t.name for t in self._mcp.tools if t.connection is conn]
+            lines.append(
+                f"{conn.name}: "
+                + (f"down ({failure})" if failure else f"{len(tools)} tools: {', '.join(tools)}")
+            )
+        return lines
+
+    def recent_sessions(self, limit: int = 10) -> list[SessionRecord]:
+        return workspace_sessions(self.workspace, limit)
+
+
+def workspace_sessions(workspace: Path, limit: int = 10) -> list[SessionRecord]:
+    """The workspace's recorded sessions, newest first (each transcript's first line says where)."""
+    import json
+
+    found = []
+    for path in reversed(list_session_paths(state_dir())):
+        try:
+            with path.open(encoding="utf-8") as file:
+                where = json.loads(file.readline() or "{}").get("workspace")
+            if where == str(workspace.resolve()):
+                found.append(load_session(state_dir(), path.stem))
+        except (OSError, ValueError, AgentError):
+            continue
+        if len(found) >= limit:
+            break
+    return found
+
+
+def newest_session(workspace: Path) -> str | None:
+    """`--continue`: the id of this workspace's newest session."""
+    newest = workspace_sessions(workspace, limit=1)
+    return newest[0].session_id if newest else None

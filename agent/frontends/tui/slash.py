@@ -1,0 +1,230 @@
+"""What each slash command does, on the running app. The table of commands is in `commands.py`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, Protocol
+
+from rich.syntax import Syntax
+from textual.widgets import Static
+
+from agent.errors import AgentError
+from agent.frontends.tui import commands
+from agent.frontends.tui.session import InteractiveSession
+from agent.frontends.tui.widgets.confirm import Confirm
+from agent.frontends.tui.widgets.conversation import Conversation
+from agent.server.profiles import get_profile, load_profiles
+from agent.settings import trust
+from agent.settings.config import load_settings, state_dir
+from agent.store.telemetry import summarise_turns
+from agent.store.transcripts import load_session
+
+
+class SlashHost(Protocol):
+    """What the slash commands use of the app (AgentApp is one); they know nothing else of it."""
+
+    session: InteractiveSession
+
+    @property
+    def busy(self) -> bool: ...
+
+    @property
+    def conversation(self) -> Conversation: ...
+
+    def push_screen(self, screen: Any, callback: Callable[[Any], None]) -> Any: ...
+
+    def run_worker(self, work: Awaitable[None], *, group: str, exclusive: bool) -> Any: ...
+
+    async def show_recorded(self, events: list[dict]) -> None: ...
+
+    def refresh_figures(self) -> None: ...
+
+    def run_agent_job(self, job: Callable[[], Awaitable[Any]]) -> Any: ...
+
+    async def restart_server(self, profile: str | None = None) -> None: ...
+
+    async def quit_app(self) -> None: ...
+
+
+MODES = ("ask", "auto-edit", "full-auto", "read-only")
+NEEDS_AGENT = {"compact", "clear", "resume", "stats", "approval"}
+NOT_WHILE_BUSY = {"clear", "compact", "undo", "resume", "profile", "restart"}
+
+
+async def run(app: SlashHost, line: str) -> None:
+    try:
+        command, argument = commands.parse(line)
+    except commands.UnknownCommand as exc:
+        await app.conversation.notice(str(exc), "error")
+        return
+    if command.name in NOT_WHILE_BUSY and app.busy:
+        await app.conversation.notice(
+            f"/{command.name} waits until the model is done: Esc interrupts it.", "warning"
+        )
+        return
+    if command.name in NEEDS_AGENT and app.session.agent is None:
+        await app.conversation.notice(f"/{command.name} needs the server: it is not ready yet.", "warning")
+        return
+    try:
+        await HANDLERS[command.name](app, argument)
+    except AgentError as exc:
+        await app.conversation.notice(str(exc), "error")
+
+
+async def _help(app: SlashHost, _arg: str) -> None:
+    await app.conversation.add(Static(commands.help_text(), classes="notice help"))
+
+
+async def _profile(app: SlashHost, name: str) -> None:
+    if not name:
+        current = app.session.profile.name if app.session.profile else "none"
+        names = ", ".join(sorted(load_profiles(app.session.workspace)))
+        await app.conversation.notice(f"profile: {current}. Available: {names}. /profile NAME switches.")
+        return
+    profile = get_profile(name, app.session.workspace)  # an unknown name raises, with the list
+
+    def confirmed(yes: bool | None) -> None:
+        if yes:
+            app.run_worker(app.restart_server(profile.name), group="server", exclusive=True)
+
+    app.push_screen(
+        Confirm(
+            f"Switch to profile '{profile.name}'? The current server is stopped (if this session started it) and '{profile.name}' starts; the conversation carries over."
+        ),
+        confirmed,
+    )
+
+
+async def _restart(app: SlashHost, _arg: str) -> None:
+    if app.session.profile and app.session.profile.kind == "attach":
+        raise AgentError(
+            "this session attached to a server it did not start",
+            fix="Start that server again yourself, then send your prompt again.",
+        )
+    await app.restart_server()
+
+
+async def _approval(app: SlashHost, mode: str) -> None:
+    permissions = app.session.agent.permissions
+    if not mode:
+        await app.conversation.notice(f"approval: {permissions.mode}. One of: {', '.join(MODES)}.")
+        return
+    if mode not in MODES:
+        raise AgentError(f"unknown approval mode '{mode}'", fix=f"One of: {', '.join(MODES)}.")
+    permissions.mode = mode
+    app.refresh_figures()  # the status line shows the mode
+    await app.conversation.notice(f"approval mode: {mode}")
+
+
+async def _clear(app: SlashHost, _arg: str) -> None:
+    await app.session.restart_session()
+    await app.show_recorded([])
+    await app.conversation.notice(f"new session {app.session.session_id}")
+    app.refresh_figures()
+
+
+async def _compact(app: SlashHost, _arg: str) -> None:
+    agent = app.session.agent
+    if agent.context is None or len(agent.messages) < 3:
+        await app.conversation.notice("nothing to compact yet")
+        return
+    app.run_agent_job(lambda: agent.context.compact(agent.messages, reason="asked for with /compact"))
+
+
+async def _undo(app: SlashHost, _arg: str) -> None:
+    label, changed = await asyncio.to_thread(app.session.undo)
+    files = "\n".join(f"  {name}" for name in changed) or "  (no file differed)"
+    await app.conversation.notice(f"restored the checkpoint taken {label}:\n{files}")
+    app.refresh_figures()
+
+
+async def _diff(app: SlashHost, _arg: str) -> None:
+    diff = await asyncio.to_thread(app.session.diff)
+    if not diff.strip():
+        await app.conversation.notice("no changes since the last checkpoint")
+        return
+    await app.conversation.add(
+        Static(Syntax(diff, "diff", theme="ansi_dark", background_color="default"), classes="diff")
+    )
+
+
+async def _stats(app: SlashHost, _arg: str) -> None:
+    recorder = app.session.recorder
+    s = summarise_turns(recorder.stats if recorder else [])
+    if not s["turns"]:
+        await app.conversation.notice("no turns yet in this session")
+        return
+    lines = [
+        f"session {app.session.session_id}: {s['turns']} turns, {s['output_tokens']} tokens out, {s['wall_s']:.1f} s on the model, {s['tool_s']:.1f} s in tools"
+    ]
+    for key, label, fmt in (("median_gen_tok_s", "median generation", "{:.1f} tok/s"), ("median_prefill_tok_s", "median prefill", "{:.0f} tok/s"),
+                            ("acceptance", "draft acceptance", "{:.0%}"), ("cache_reuse", "cache reuse", "{:.0%}")):  # fmt: skip
+        if s[key] is not None:
+            lines.append(f"  {label}: {fmt.format(s[key])}")
+    lines.append(f"  agent stats {app.session.session_id}  (Ctrl+P: per turn)")
+    await app.conversation.notice("\n".join(lines))
+
+
+async def _mcp(app: SlashHost, _arg: str) -> None:
+    await app.conversation.notice("\n".join(app.session.mcp_status()))
+
+
+async def _sessions(app: SlashHost, _arg: str) -> None:
+    records = await asyncio.to_thread(app.session.recent_sessions)
+    if not records:
+        await app.conversation.notice("no recorded sessions in this folder yet")
+        return
+    lines = ["recent sessions here (/resume ID continues one):"]
+    for record in records:
+        when = datetime.fromtimestamp(record.started.get("time", 0)).strftime("%Y-%m-%d %H:%M")
+        first = next((e["content"] for e in record.events if e["type"] == "user.message"), "")
+        prompt = (record.started.get("task") or first).strip().splitlines()
+        lines.append(
+            f"  {record.session_id}  {when}  {record.turns:>3} turns  {(prompt[-1] if prompt else '')[:60]}"
+        )
+    await app.conversation.notice("\n".join(lines))
+
+
+async def _resume(app: SlashHost, session_id: str) -> None:
+    if not session_id:
+        await _sessions(app, "")
+        return
+    record = load_session(state_dir(), session_id)  # an unknown id raises, naming recent ones
+    await app.session.restart_session(resume=record.session_id)
+    await app.show_recorded(record.events)
+    await app.conversation.notice(f"resumed session {record.session_id}")
+    app.refresh_figures()
+
+
+async def _trust(app: SlashHost, _arg: str) -> None:
+    session = app.session
+    if by := trust.trusted_by(session.workspace):
+        await app.conversation.notice(f"this folder is trusted already (through {by})")
+        return
+    folder = trust.trust(session.workspace)
+    before, session.settings = session.settings, load_settings(session.workspace)  # for the next connection
+    files = ", ".join(str(f.relative_to(session.workspace)) for f in trust.project_files(session.workspace))
+    attached = session.profile is not None and session.profile.kind == "attach"
+    lines = [
+        f"trusted {folder} (`agent trust --revoke` undoes it). "
+        + (f"Its {files} apply" if files else "Project files added here apply")
+        + " the next time `agent` starts here"
+        + ("." if attached else "; /restart applies them now, keeping the conversation.")
+    ]
+    mode, wanted = session.agent.permissions.mode if session.agent else None, session.settings.approval
+    if not attached and mode and wanted not in (mode, before.approval) and not session.options.approval:
+        lines.append(f"The approval mode stays {mode} over a restart: /approval {wanted} sets the project's.")
+    await app.conversation.notice("\n".join(lines))
+
+
+async def _quit(app: SlashHost, _arg: str) -> None:
+    await app.quit_app()
+
+
+HANDLERS = {
+    "help": _help, "profile": _profile, "restart": _restart, "approval": _approval, "clear": _clear,
+    "compact": _compact, "undo": _undo, "diff": _diff, "stats": _stats, "mcp": _mcp,
+    "sessions": _sessions, "resume": _resume, "trust": _trust, "quit": _quit,
+}  # fmt: skip

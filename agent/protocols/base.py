@@ -1,0 +1,64 @@
+"""What the two action protocols share: the interface the loop calls, an answer read, and fences.
+
+How the model acts: the two action protocols, in front of one tool layer.
+
+- `tools`: native tool calls (JSON), with text fallbacks for local models (`agent.protocols.tool_calls`). Right
+  for the large models people run on their GPUs.
+- `blocks`: the model writes text it saw in training: a path line and the whole file in a fence,
+  SEARCH/REPLACE blocks, a fenced `bash` block (`agent.protocols.edit_blocks`). A 1.5B model solved 4 of 5 small tasks
+  this way in Aider and none with JSON tool calls (FACTS.md).
+
+Both turn an answer into the same `ToolCall`s, which the loop runs through the same permissions,
+checkpoints and events. They differ only in what is sent (tool schemas or none), how the answer is
+read, and how results go back: `tool` messages, or one user message that reads like a terminal.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from agent.core.llm import Completion, ToolCall
+from tools.base import ToolRegistry, ToolResult
+
+ActionsMode = Literal["tools", "blocks"]
+
+
+@dataclass
+class ReadAnswer:
+    """One answer, read: the calls to run, the text kept in the history, what could not be taken."""
+
+    calls: list[ToolCall]
+    content: str
+    problems: list[str] = field(default_factory=list)
+    notice: str = ""  # for the user, not the model
+
+
+class ActionProtocol(Protocol):
+    mode: ActionsMode
+
+    def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]: ...
+
+    def read(self, completion: Completion, tools: ToolRegistry) -> ReadAnswer: ...
+
+    def history_message(self, answer: ReadAnswer) -> dict[str, Any]: ...
+
+    def results(
+        self, answer: ReadAnswer, results: list[tuple[ToolCall, ToolResult]]
+    ) -> list[dict[str, Any]]: ...
+
+    def new_task(self) -> None: ...
+
+    def after_failed_check(self, feedback: str) -> str: ...
+
+
+def fence_for(text: str) -> str:
+    """A backtick fence longer than any run of backticks in the text (Markdown files hold fences)."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def stopped_at_limit(completion: Completion) -> bool:
+    """The answer stopped at the token limit: a call or block in it may be cut half-way."""
+    return (completion.stats.finish_reason or "") == "length"

@@ -1,0 +1,230 @@
+"""The `blocks` protocol: the model writes text it saw in training (a path line and the whole file in a
+fence, SEARCH/REPLACE blocks, a fenced `bash` block), read by `parser`; results go back as one user
+message that reads like a terminal. A 1.5B model solved 4 of 5 small tasks this way in Aider and none
+with JSON tool calls (FACTS.md)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from agent.core.llm import Completion, ToolCall
+from agent.protocols.base import ActionsMode, ReadAnswer, fence_for, stopped_at_limit
+from agent.protocols.edit_blocks.parser import Action, parse_answer, to_tool_calls
+from agent.protocols.edit_blocks.prompt import BLOCKS_REMINDER, BLOCKS_REMINDER_PARTLY
+from tools.base import ToolRegistry, ToolResult
+from tools.search import workspace_files
+from tools.shown import NOT_SHOWN
+from tools.workspace import OutsideWorkspace, Workspace
+
+SHOWN_FILE_LIMIT = 12_000  # characters of an edited file shown back to the model after the change
+CODE_WITHOUT_PATH = re.compile(r"a ```\w+ block without a file path")  # tagged: code, not quoted output
+DEFINITION = re.compile(r"^[ \t]*(?:def|class)[ \t]+(\w+)", re.M)
+
+
+class BlockActions:
+    """Edit blocks, whole files and bash fences written as text; results come back as one user message."""
+
+    mode: ActionsMode = "blocks"
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = Workspace(workspace)
+        self.changed: dict[str, None] = {}  # files written or edited in this session, in order
+        # What the model was last told failed: its check (after_failed_check), or a command or an edit
+        # in the last results. A block refused for its form (no path) is neither: nothing ran.
+        self.check_failed = False
+        self.tool_failed = False
+
+    def new_task(self) -> None:
+        pass
+
+    def after_failed_check(self, feedback: str) -> str:
+        """The files the model changed as they are now, the check's failure, and the format again:
+        after a failed check small models tend to describe a fix instead of writing it. The failure
+        comes last, next to the instruction: the 1.5B rewrites the last file it was shown, so a check
+        that shows the file to change (agent new's test file) must not be followed by another."""
+        self.check_failed = True
+        files = [self._show(path) for path in self.changed]
+        return "\n\n".join([*[f for f in files if f], feedback, BLOCKS_REMINDER])
+
+    def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]:
+        return []  # no schemas: the chat template then says nothing of JSON tool calls
+
+    def read(self, completion: Completion, tools: ToolRegistry) -> ReadAnswer:
+        parsed = parse_answer(
+            completion.content, cut_off=not completion.complete or stopped_at_limit(completion)
+        )
+        # A whole file written back unchanged is the model restating its work, not a change to make:
+        # an answer made only of those ends the task like a plain "done".
+        actions = [self._known_path(a) for a in parsed.actions]
+        unchanged = [a for a in actions if self._unchanged(a)]
+        actions = [a for a in actions if a not in unchanged]
+        problems = list(parsed.problems)
+        if problems and self._restates_files(completion.content):
+            # "The file now reads: ```...```" with the file, or a part of it, exactly as it is now: a
+            # summary of work done, not an edit.
+            problems = [p for p in problems if "without a file path" not in p]
+        if any(CODE_WITHOUT_PATH.search(p) for p in problems):
+            problems += self._files_meant(completion.content)
+        if unchanged and not actions and (self.check_failed or self.tool_failed):
+            # ...but not after a failure: the same file again is no fix. Say which failure: never a
+            # check that did not run, nor "the output above" when there is none.
+            what = "the task's check failed on it" if self.check_failed else "the last command or edit failed"
+            problems += [
+                f"{a.path} is exactly as it was, and {what} (see the previous message). "
+                "Write it again with the fix in it." for a in unchanged
+            ]  # fmt: skip
+        return ReadAnswer(to_tool_calls(actions), completion.content, problems)
+
+    def _restates_files(self, content: str) -> bool:
+        """Whether every fenced block of the answer that has code in it repeats, line for line, a part
+        of a file this session changed (indentation and blank lines aside)."""
+        bodies = [b for b in _fenced_bodies(content) if b]
+        if not bodies or not self.changed:
+            return False
+        texts = [_normalised(self._read(rel) or "") for rel in self.changed]
+        return all(any(body in text for text in texts if text) for body in bodies)
+
+    def _files_meant(self, content: str) -> list[str]:
+        """For a fence without a path: the project files it names ("In `test_x.py`, add...") or whose
+        definitions it rewrites."""
+        written = set(DEFINITION.findall(content))
+        meant = []
+        for rel in self._files():
+            named = re.search(rf"(?<![\w/.]){re.escape(rel)}(?![\w])", content)
+            if named or (
+                rel.endswith(".py") and written and written & set(DEFINITION.findall(self._read(rel) or ""))
+            ):
+                meant.append(rel)
+        return [
+            f"That code looks like a change to {rel}: write `{rel}` alone on a line, then the whole new "
+            "file in the fence."
+            for rel in meant[:2]
+        ]
+
+    def _known_path(self, action: Action) -> Action:
+        """The path the model meant. Small models copy the prompt's `path/to/` example, or write a bare
+        file name for a file that sits in a folder; an unknown path whose name is that of exactly one
+        file of the project is that file (as Aider does)."""
+        if not action.path or action.kind == "bash":
+            return action
+        path = action.path.removeprefix("./")
+        path = path.removeprefix("path/to/") or path
+        try:
+            exists = self.workspace.resolve(path).exists()
+        except OutsideWorkspace:
+            return action  # refused, with a message, by the tool layer
+        if not exists:
+            # `attrs/validators.py` for src/attrs/validators.py: a path that ends an existing one is
+            # that file; else a bare name that exactly one file has.
+            files = self._files()
+            by_tail = [p for p in files if p.endswith("/" + path)]
+            name = PurePosixPath(path).name
+            same_name = [p for p in files if PurePosixPath(p).name == name]
+            if len(by_tail) == 1:
+                path = by_tail[0]
+            elif len(same_name) == 1:
+                path = same_name[0]
+        return action if path == action.path else replace(action, path=path)
+
+    def _read(self, rel: str, errors: str = "replace") -> str | None:
+        """A project file's text; None when it is missing, unreadable or outside the workspace."""
+        try:
+            return self.workspace.resolve(rel).read_text(encoding="utf-8", errors=errors)
+        except (OSError, ValueError, OutsideWorkspace):
+            return None
+
+    def _files(self) -> list[str]:
+        root = self.workspace.root
+        return [p.relative_to(root).as_posix() for p in workspace_files(self.workspace, root)]
+
+    def _unchanged(self, action: Action) -> bool:
+        if action.kind != "write" or not action.path:
+            return False
+        current = self._read(action.path, errors="strict")  # None: the tool layer will say what is wrong
+        return current is not None and current.rstrip("\n") == action.content.rstrip("\n")
+
+    def history_message(self, answer: ReadAnswer) -> dict[str, Any]:
+        # Exactly what the model wrote: the re-rendered prompt then matches the server's cache.
+        return {"role": "assistant", "content": answer.content}
+
+    def results(self, answer: ReadAnswer, results: list[tuple[ToolCall, ToolResult]]) -> list[dict[str, Any]]:
+        for call, result in results:
+            if call.name in ("write_file", "edit_file") and result.ok:
+                self.changed[result.display.get("path") or _arguments(call).get("path", "")] = None
+        parts = [self._describe(call, result) for call, result in results]
+        parts += [f"Not applied: {problem}" for problem in answer.problems]
+        self.tool_failed = any(not result.ok for _, result in results)
+        if any(call.name != "bash" and result.ok for call, result in results):
+            self.check_failed = False  # files changed since: the check has not judged them yet
+        if self.tool_failed or answer.problems:
+            # The files as they are now, and the format again: a small model fixes a file it can see,
+            # by writing it out whole; otherwise it describes the fix (seen on the 1.5B).
+            parts += [self._show(path) for path in self.changed]
+            # A whole file refused because the model never saw all of it: ask for edits, not whole files.
+            unseen = [
+                _arguments(c).get("path", "?") for c, r in results if not r.ok and NOT_SHOWN in r.output
+            ]
+            reminder = BLOCKS_REMINDER_PARTLY.format(files=" or ".join(unseen)) if unseen else BLOCKS_REMINDER
+            parts.append(f"Fix what failed. {reminder} When the task is done, answer without any block.")
+        else:
+            parts += self._fresh_files(results)
+            parts.append("Go on with the task. When it is done, answer without any block.")
+        return [{"role": "user", "content": "\n\n".join(p for p in parts if p)}]
+
+    @staticmethod
+    def _describe(call: ToolCall, result: ToolResult) -> str:
+        args = _arguments(call)
+        if call.name == "bash":
+            return f"$ {args.get('command', '').strip()}\n{result.output.strip() or '(no output)'}"
+        verb = "Wrote" if call.name == "write_file" else "Edited"
+        if result.ok:
+            return f"{verb} {args.get('path', '?')}: {result.output.strip()}"
+        return f"Failed to change {args.get('path', '?')}: {result.output.strip()}"
+
+    def _fresh_files(self, results: list[tuple[ToolCall, ToolResult]]) -> list[str]:
+        """Files changed by SEARCH/REPLACE, shown as they are now: the model's next edit must match them."""
+        shown, parts = set(), []
+        for call, result in results:
+            path = _arguments(call).get("path")
+            if call.name != "edit_file" or not result.ok or not path or path in shown:
+                continue
+            shown.add(path)
+            parts.append(self._show(path))
+        return [p for p in parts if p]
+
+    def _show(self, path: str) -> str:
+        """`path now reads:` and the file in a fence; '' when it is gone or too big to repeat."""
+        text = self._read(path)
+        if text is None or len(text) > SHOWN_FILE_LIMIT:
+            return ""  # the model can ask for it with `cat`
+        return f"{path} now reads:\n{fence_for(text)}\n{text.rstrip()}\n{fence_for(text)}"
+
+
+def _normalised(text: str) -> str:
+    return "\n".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _fenced_bodies(content: str) -> list[str]:
+    """The normalised text of each fenced block of an answer."""
+    bodies, inside, lines = [], False, []
+    for line in content.splitlines():
+        if line.strip().startswith("```"):  # an opening fence (with or without a tag) or a closing one
+            if inside:
+                bodies.append(_normalised("\n".join(lines)))
+                lines = []
+            inside = not inside
+        elif inside:
+            lines.append(line)
+    return bodies
+
+
+def _arguments(call: ToolCall) -> dict[str, Any]:
+    try:
+        data = json.loads(call.arguments)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}

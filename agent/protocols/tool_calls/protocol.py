@@ -1,0 +1,75 @@
+"""The `tools` protocol: native tool calls (JSON), with the calls a local model writes as text taken too
+(`parser`); results go back as `tool` messages. Right for the large models people run on their GPUs."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from agent.core.history import assistant_message
+from agent.core.llm import Completion, ToolCall
+from agent.protocols.base import ActionsMode, ReadAnswer, stopped_at_limit
+from agent.protocols.tool_calls.parser import calls_from_text
+from tools.base import ToolRegistry, ToolResult, parameters_of
+
+FENCED_CODE = re.compile(r"^```[ \t]*(\w[\w+-]*)?[ \t]*$", re.M)
+MAX_TOOL_CORRECTIONS = 2  # per task: then prose is taken as the answer (mini-swe-agent's format error)
+
+
+class ToolCallActions:
+    """Native tool calls; calls written as text are taken too; code in prose is never run."""
+
+    mode: ActionsMode = "tools"
+
+    def __init__(self) -> None:
+        self.corrections = 0
+
+    def new_task(self) -> None:
+        self.corrections = 0
+
+    def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]:
+        return tools.schemas()
+
+    def after_failed_check(self, feedback: str) -> str:
+        return feedback  # a model that calls tools reads the files again itself
+
+    def read(self, completion: Completion, tools: ToolRegistry) -> ReadAnswer:
+        calls, content = completion.tool_calls, completion.content
+        if not calls and content:
+            schemas = {t.name: parameters_of(t) for t in tools.tools.values()}
+            cut_off = not completion.complete or stopped_at_limit(
+                completion
+            )  # a call cut half-way must not run
+            calls, content = calls_from_text(content, set(tools.names()), schemas=schemas, cut_off=cut_off)
+        problems = []
+        if not calls and self._code_without_call(content) and self.corrections < MAX_TOOL_CORRECTIONS:
+            # The model wrote code for the user to paste instead of acting: tell it once or twice.
+            self.corrections += 1
+            problems.append(
+                "Your answer holds code in fences, but nothing was written or run: code in prose is never "
+                "executed. To change a file, call write_file (whole content) or edit_file; to run a "
+                "command, call bash. Call the tool now. Answer without a tool call only when the task "
+                "is done."
+            )
+        notice = ""
+        if problems and self.corrections == MAX_TOOL_CORRECTIONS:
+            notice = (
+                "the model keeps writing code instead of calling tools; small models do better with "
+                'edit blocks: --actions blocks (or actions = "blocks" in the profile)'
+            )
+        return ReadAnswer(calls, content, problems, notice)
+
+    @staticmethod
+    def _code_without_call(content: str) -> bool:
+        return any(m.group(1) not in (None, "text", "markdown", "md") for m in FENCED_CODE.finditer(content))
+
+    def history_message(self, answer: ReadAnswer) -> dict[str, Any]:
+        return assistant_message(answer.content, answer.calls)
+
+    def results(self, answer: ReadAnswer, results: list[tuple[ToolCall, ToolResult]]) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = [
+            {"role": "tool", "tool_call_id": call.id, "content": result.output} for call, result in results
+        ]
+        if answer.problems:
+            messages.append({"role": "user", "content": "\n".join(answer.problems)})
+        return messages

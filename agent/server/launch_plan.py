@@ -1,0 +1,335 @@
+"""A profile made into a launch, checked before any process exists: the binary, the model files, the chat
+template, the flags translated to the binary's dialect, all layers on the GPU when the binary has
+one, and the preflight on the GGUF headers (agent/server/preflight/). `check_profile` is the same plan
+as `agent server check` shows it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.errors import ServerError
+from agent.server.dialect import BinaryCapabilities, read_capabilities, translate_args
+from agent.server.embedded_model import embedded_key, lookup_embedded_model
+from agent.server.gpu import list_devices
+from agent.server.preflight.checks import preflight, template_in_args
+from agent.server.preflight.memory import flag_value
+from agent.server.preflight.report import DraftError, PreflightReport
+from agent.server.profiles import EMBEDDED, LOOPBACK_HOSTS, ServerProfile
+from agent.server.source_build import SERVER_BIN_VAR, installed_binary
+
+
+def api_root(base_url: str) -> str:
+    """The server's root, where llama-server's /health, /props and /metrics live."""
+    url = base_url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def openai_base_url(base_url: str) -> str:
+    """The base URL the OpenAI client wants: the root plus /v1 unless a path is given."""
+    url = base_url.rstrip("/")
+    path = url.split("://", 1)[-1].partition("/")[2]
+    return url if path else url + "/v1"
+
+
+@dataclass
+class LaunchPlan:
+    """A profile resolved against this machine: exactly what will be executed."""
+
+    profile: ServerProfile
+    binary: Path
+    capabilities: BinaryCapabilities
+    argv: list[str]
+    env: dict[str, str]
+    host: str
+    port: int
+    notes: list[str] = field(default_factory=list)
+    preflight: PreflightReport | None = None  # None: the profile turned it off (preflight = false)
+
+    @property
+    def base_url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        return f"http://{host}:{self.port}"
+
+    def command_line(self) -> str:
+        import shlex
+
+        return shlex.join([str(self.binary), *self.argv])
+
+
+@dataclass
+class MachinePaths:
+    """Where this machine keeps things; passed in so tests can point them at temp dirs."""
+
+    models_dir: Path
+    cache_dir: Path
+    state_dir: Path
+    embedded_binary: Callable[[], Path]
+    embedded_model: Callable[[str], Path]  # an EMBEDDED_MODELS key -> the assembled GGUF
+    embedded_templates: Callable[[], Path]
+
+
+def resolve_binary(profile: ServerProfile, paths: MachinePaths, override: str | None = None) -> Path:
+    spec = override or profile.binary
+    if spec == EMBEDDED:
+        return paths.embedded_binary()
+    expanded = os.path.expandvars(spec)
+    if "$" in expanded:
+        installed = installed_binary(spec, paths.state_dir)  # `agent server install --source`'s build
+        if installed is not None:
+            return installed
+        var = expanded[expanded.index("$") :].split("/")[0].strip("${}")
+        raise ServerError(
+            f"profile '{profile.name}' runs the binary named by ${var}, which is not set",
+            f'The profile says binary = "{spec}".',
+            f"Point it at your llama-server build, e.g. `export {var}=~/beellama.cpp/llama-server`, "
+            "or pass --binary PATH"
+            + (
+                ", or build your checkout with `agent server install --source DIR`."
+                if var == SERVER_BIN_VAR
+                else "."
+            ),
+        )
+    path = Path(expanded).expanduser()
+    if not path.is_file():
+        raise ServerError(
+            f"llama-server binary not found: {path}",
+            f"Profile '{profile.name}' names it as its binary.",
+            "Build it (see the profile's description) or fix the path; LLAMA_SERVER_BIN or --binary "
+            "override it.",
+        )
+    if not os.access(path, os.X_OK):
+        raise ServerError(f"{path} is not executable", fix=f"chmod +x {path}")
+    return path
+
+
+def resolve_model_file(value: str, what: str, profile: ServerProfile, paths: MachinePaths) -> Path:
+    key = embedded_key(value)
+    if key is not None:
+        try:
+            lookup_embedded_model(key)
+        except ServerError as exc:
+            raise ServerError(
+                f"the {what} of profile '{profile.name}' names an unknown embedded model: '{value}'",
+                exc.why,
+                exc.fix,
+            ) from None
+        return paths.embedded_model(key)
+    path = Path(os.path.expandvars(value)).expanduser()
+    if not path.is_absolute():
+        path = paths.models_dir / path
+    # A draft that cannot be used is the fallback's cue (agent/session/connect.py): the target runs without it.
+    error = DraftError if what == "draft model" else ServerError
+    if path.is_dir():
+        raise error(
+            f"the {what} of profile '{profile.name}' is a folder, not a GGUF file: {path}",
+            f"The profile names '{value}'.",
+            "Name the .gguf file inside that folder.",
+            **(
+                {"reason": f"the draft model is a folder, not a GGUF file: {path}"}
+                if error is DraftError
+                else {}
+            ),
+        )
+    if not path.is_file():
+        raise error(
+            f"the {what} of profile '{profile.name}' is missing: {path}",
+            f"The profile names '{value}', looked up in the models dir {paths.models_dir}."
+            if not Path(value).expanduser().is_absolute()
+            else f"The profile names {value}.",
+            "Download the file there, or set AGENT_MODELS_DIR (or models_dir in config.toml) to the "
+            "folder that holds it. Nothing is downloaded for you.",
+            **({"reason": f"the draft model is missing: {path}"} if error is DraftError else {}),
+        )
+    return path
+
+
+def _resolve_template(value: str, paths: MachinePaths) -> Path:
+    if value.startswith(EMBEDDED + ":"):
+        path = paths.embedded_templates() / value.split(":", 1)[1]
+    else:
+        path = Path(os.path.expandvars(value)).expanduser()
+    if not path.is_file():
+        raise ServerError(f"chat template file not found: {path}")
+    return path
+
+
+def plan_launch(
+    profile: ServerProfile,
+    paths: MachinePaths,
+    host: str | None = None,
+    port: int | None = None,
+    binary: str | None = None,
+    api_key: str | None = None,
+    ctx_size: int | None = None,
+    strict: bool = False,
+) -> LaunchPlan:
+    """`strict`: a preflight warning (memory that will not fit, no chat template) refuses too."""
+    if profile.kind == "attach":
+        raise ServerError(
+            f"profile '{profile.name}' attaches to {profile.base_url}; it is never started here",
+            fix=profile.launch or "Start that server yourself, then run the agent with this profile.",
+        )
+    if ctx_size is not None:
+        profile = profile.model_copy(update={"ctx_size": ctx_size})
+    bin_path = resolve_binary(profile, paths, binary)
+    profile, offload_note = _offload_on_gpu(profile, bin_path, paths.cache_dir)
+    model = resolve_model_file(profile.model or "", "model", profile, paths) if profile.model else None
+    if model is None:
+        raise ServerError(f"profile '{profile.name}' names no model", fix="Set `model = ...` in the profile.")
+    spec = profile.speculative
+    draft = (
+        resolve_model_file(spec.draft_model, "draft model", profile, paths)
+        if spec and spec.draft_model
+        else None
+    )
+    template = _resolve_template(profile.chat_template_file, paths) if profile.chat_template_file else None
+    caps = read_capabilities(bin_path, paths.cache_dir)
+    host = host or profile.host
+    port = port or profile.port
+    raw = profile.server_args(str(model), str(draft) if draft else None, str(template) if template else None)
+    raw += ["--host", host, "--port", str(port)]
+    translated = translate_args(raw, caps, profile.name)
+    notes = [offload_note] if offload_note else []
+    if translated.notes:
+        notes.append(
+            f"profile written for {profile.dialect}, binary speaks {caps.dialect}: "
+            + ", ".join(translated.notes)
+        )
+    env = {**os.environ, **profile.env}
+    if api_key:
+        env["LLAMA_API_KEY"] = api_key  # the environment, not argv: argv is visible to every user in ps
+    if host not in LOOPBACK_HOSTS and not api_key:
+        notes.append(
+            f"warning: listening on {host} without an API key; anyone on the network can use this "
+            "server. Set AGENT_API_KEY to require one."
+        )
+    plan = LaunchPlan(profile, bin_path, caps, translated.argv, env, host, port, notes)
+    if profile.preflight:
+        plan.preflight = preflight(
+            profile.name,
+            translated.argv,
+            model,
+            draft,
+            flag_value(translated.argv, "--spec-type"),
+            caps.dialect,
+            binary=bin_path,
+            binary_label=caps.label(),
+            template_given=template is not None
+            or bool(profile.chat_template)
+            or template_in_args(profile.args),
+            cache_dir=paths.cache_dir,
+        )
+        plan.preflight.raise_for_failures(strict)
+        notes += plan.preflight.notes()
+    return plan
+
+
+def _offload_on_gpu(profile: ServerProfile, binary: Path, cache_dir: Path) -> tuple[ServerProfile, str]:
+    """An embedded profile names no -ngl (it must run on any machine); on a binary with a GPU device,
+    all layers go there: the embedded models are small enough for any GPU llama.cpp supports, and a
+    partial offload ('auto', upstream's default) decodes at the CPU's pace for the layers left behind."""
+    if profile.kind != "embedded" or profile.gpu_layers is not None or _names_ngl(profile.args):
+        return profile, ""
+    devices = list_devices(binary, cache_dir)
+    if not devices:
+        return profile, ""
+    update: dict = {"gpu_layers": "all"}
+    spec = profile.speculative
+    if spec and spec.draft_model and spec.draft_gpu_layers is None:
+        update["speculative"] = spec.model_copy(update={"draft_gpu_layers": "all"})
+    return profile.model_copy(update=update), f"all layers on the GPU: {devices[0]}"
+
+
+def _names_ngl(args: list[str]) -> bool:
+    return any(a.split("=")[0] in ("-ngl", "--gpu-layers", "--n-gpu-layers") for a in args)
+
+
+def check_profile(
+    profile: ServerProfile, paths: MachinePaths, binary: str | None = None, ctx_size: int | None = None
+) -> PreflightReport:
+    """The preflight as `agent server check` shows it: the binary, the files and the flags too, each a
+    row, and every check that can still run after one fails. It starts nothing."""
+    from agent.errors import AgentError
+    from agent.server.preflight.report import Finding
+
+    if ctx_size is not None:
+        profile = profile.model_copy(update={"ctx_size": ctx_size})
+    rows: list[Finding] = []
+    caps = bin_path = model = draft = template = None
+    draft_problem = None
+    try:
+        bin_path = resolve_binary(profile, paths, binary)
+        caps = read_capabilities(bin_path, paths.cache_dir)
+        rows.append(Finding("binary", "ok", caps.label(), bin_path))
+    except AgentError as exc:
+        rows.append(Finding("binary", "fail", exc.what, key="binary", found=exc.why, fix=exc.fix))
+    try:
+        if not profile.model:
+            raise ServerError(
+                f"profile '{profile.name}' names no model", fix="Set `model = ...` in the profile."
+            )
+        model = resolve_model_file(profile.model, "model", profile, paths)
+    except AgentError as exc:
+        rows.append(Finding("model file", "fail", exc.what, key="model", found=exc.why, fix=exc.fix))
+    spec = profile.speculative
+    if spec and spec.draft_model:
+        try:
+            draft = resolve_model_file(spec.draft_model, "draft model", profile, paths)
+        except AgentError as exc:
+            draft_problem = Finding(
+                "draft file",
+                "fail",
+                exc.what,
+                key="speculative.draft_model",
+                found=exc.why,
+                fix=exc.fix,
+                draft=True,
+            )
+    try:
+        template = (
+            _resolve_template(profile.chat_template_file, paths) if profile.chat_template_file else None
+        )
+    except AgentError as exc:
+        rows.append(Finding("chat template", "fail", exc.what, key="chat_template_file", fix=exc.fix))
+    argv = profile.server_args(
+        str(model or "model.gguf"), str(draft) if draft else None, str(template or "") or None
+    )
+    if caps is not None:
+        try:
+            translated = translate_args(argv, caps, profile.name)
+            argv = translated.argv
+            rows.append(
+                Finding(
+                    "flags",
+                    "ok",
+                    f"written for {profile.dialect}, the binary speaks {caps.dialect}: "
+                    + (", ".join(translated.notes) if translated.notes else "accepted as written"),
+                )
+            )
+        except ServerError as exc:
+            rows.append(Finding("flags", "fail", exc.what, found=exc.why, fix=exc.fix))
+    if model is None:
+        report = PreflightReport(profile.name)
+        if draft_problem is not None:
+            report.findings.append(draft_problem)
+    else:
+        report = preflight(
+            profile.name,
+            argv,
+            model,
+            draft,
+            flag_value(argv, "--spec-type") or (spec.type if spec else None),
+            caps.dialect if caps else "",
+            binary=bin_path,
+            binary_label=caps.label() if caps else "",
+            template_given=template is not None
+            or bool(profile.chat_template)
+            or template_in_args(profile.args),
+            cache_dir=paths.cache_dir,
+            draft_problem=draft_problem,
+        )
+    report.findings[:0] = rows
+    return report

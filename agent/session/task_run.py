@@ -1,0 +1,263 @@
+"""One task worked on until its check passes, in a session opened the one way (agent/session/live.py):
+what `agent run` and `agent new` both do, each turning the events into its own output.
+
+Exit codes: 0 success, 1 the task or its check failed, 2 usage or configuration, 3 a limit was hit,
+4 the server failed, 5 another agent works in this workspace (or has this session open), 130
+interrupted (SIGINT, Ctrl+C), 143 terminated (SIGTERM).
+
+SIGINT and SIGTERM during the work cancel it, so that the transcript ends with `session.finished`
+("interrupted") and every started tool call has a result; SIGTERM earlier (while the server starts,
+say) unwinds the same way (`Terminated`), stopping a server the run started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from agent.core.checks import CheckResult, last_check, work_until_checked
+from agent.core.llm import LLMError
+from agent.core.loop import Limits, Outcome
+from agent.core.workbench import mcp_configs
+from agent.errors import AgentError, ConfigError
+from agent.events import ErrorEvent, Event, Notice
+from agent.session.connect import resolve_profile
+from agent.session.live import open_session
+from agent.session.taskfile import Task, TaskSpec, check_command_exists, load_task
+from agent.settings.config import Settings, load_settings, state_dir
+from agent.store.transcripts import load_session
+
+DEFAULT_CHECK_ROUNDS = 3
+# What `--resume` without a task file says when the session ended on the model's answer.
+RESUME_PROMPT = "Carry on with the task from where you stopped. If it is done, say so in one line."
+EXIT = {
+    "success": 0, "failed": 1, "config": 2, "limit": 3, "server": 4, "busy": 5, "interrupted": 130,
+    "terminated": 143,
+}  # fmt: skip
+SIGNAL_EXIT = {signal.SIGINT: EXIT["interrupted"], signal.SIGTERM: EXIT["terminated"]}  # 128 + the signal
+
+
+@dataclass
+class TaskRequest:
+    """What to run: a task file, or a session to resume (or both), and what overrides the file."""
+
+    task: Path | None = None
+    resume: str | None = None
+    workdir: Path | None = None
+    profile: str | None = None
+    base_url: str | None = None
+    max_turns: int | None = None
+    approval: str | None = None
+    actions: Literal["tools", "blocks"] | None = None
+    check_rounds: int | None = None
+    tool_choice: str | None = None
+    auto_commit: bool | None = None  # None: the settings' (`agent new` commits the work itself)
+
+
+@dataclass
+class TaskResult:
+    session_id: str
+    status: str  # completed, failed, limit, error, interrupted
+    exit_code: int
+    outcome: Outcome | None
+    check: CheckResult | None
+    summary: dict[str, Any] = field(default_factory=dict)  # the recorder's figures, exit code, check, error
+
+
+async def run_task(
+    request: TaskRequest,
+    settings: Settings,
+    emit: Callable[[Event], None],
+    say: Callable[[str], None] | None = None,
+) -> TaskResult:
+    """Run the task; every event goes to `emit`. `say`, when given, gets the lines for people that are
+    no events (the workdir made, a doubtful approval mode, the server ready, a build starting)."""
+    resumed = load_session(state_dir(), request.resume) if request.resume else None
+    task = load_task(request.task) if request.task else None
+    if task is None and resumed is None:
+        raise ConfigError(
+            "give a task file, or --resume SESSION", fix="agent run TASK.md  |  agent run --resume ID"
+        )
+    started = resumed.latest_started if resumed else {}
+    # A resume without a task file carries on under the task's front matter (its approval mode, limits,
+    # check and MCP servers: the latest given); a new task file given with --resume brings its own.
+    spec = task.spec if task else TaskSpec.model_validate(started.get("options", {}))
+
+    workdir = Path(
+        request.workdir
+        or (spec.workdir and _relative_to_task(spec.workdir, task))
+        or started.get("workspace")
+        or Path.cwd()
+    )
+    if workdir.exists() and not workdir.is_dir():
+        raise ConfigError(f"the workdir {workdir} is not a folder")
+    if not workdir.exists():
+        workdir.mkdir(parents=True)  # a task may start from nothing: scaffolding a new project
+        if say:
+            say(f"created the workdir {workdir}")
+    if workdir.resolve() != Path.cwd().resolve():  # the project config is the workspace's, not here's
+        settings = load_settings(workdir)
+    if spec.check:
+        check_command_exists(spec.check, workdir)
+    # A session attached with --base-url (or AGENT_BASE_URL) reconnects to that URL on --resume: its
+    # profile, "attach", alone would mean the attach profile's own 127.0.0.1:8910. A profile named now wins.
+    named_now = request.profile or (spec.profile if task else None)
+    base_url = request.base_url or (None if named_now else started.get("base_url") or None)
+    profile = resolve_profile(
+        settings, named_now or spec.profile or started.get("profile"), base_url, workdir, say=say
+    )
+    actions = request.actions or spec.actions or profile.actions
+    approval = request.approval or spec.approval or settings.approval
+    if approval == "ask" and say:
+        say("warning: approval mode 'ask' in a headless run: edits and commands will be refused. "
+            "Use --approval auto-edit or full-auto.")  # fmt: skip
+    limits = Limits(
+        max_turns=request.max_turns or spec.max_turns or settings.max_turns, max_seconds=spec.time_limit
+    )
+
+    def ready(elapsed: float, phase: str) -> None:
+        if phase == "ready" and say:
+            say(f"[{elapsed:4.1f}s] {profile.name}: ready")
+
+    def building(message: str) -> None:  # what is built (CPU or CUDA) and the time to expect
+        if say:
+            say(message)
+
+    async with open_session(
+        settings, workdir, profile, emit, holder="agent run", approval=approval, limits=limits,
+        tool_choice=request.tool_choice or spec.tool_choice or "auto", actions=actions, resume=resumed,
+        task=task.body if task else "", options=spec.model_dump(exclude_none=True, exclude_defaults=True),
+        mcp_servers=mcp_configs(settings, workdir, spec.mcp), start_progress=ready if say else None,
+        on_build=building,
+    ) as live:  # fmt: skip
+        agent = live.agent
+        agent.request_overrides = spec.sampling.model_dump(exclude_none=True)
+        message = live.workbench.task_message(task.body, actions, agent.context) if task else None
+        if (
+            message is None
+            and agent.messages[-1]["role"] == "assistant"
+            and not agent.messages[-1].get("tool_calls")
+        ):
+            # The session ended on the model's answer: sent as it is, a server continues that answer
+            # (llama.cpp takes a last assistant message as a prefix), the transcript gets two answers
+            # in a row, and the next resume is refused ("Cannot have 2 or more assistant messages").
+            message = RESUME_PROMPT
+        rounds = request.check_rounds if request.check_rounds is not None else spec.check_rounds
+        work = work_until_checked(
+            agent, message, spec.check, workdir, DEFAULT_CHECK_ROUNDS if rounds is None else rounds, live.emit
+        )
+        outcome, check, interrupted = await _attempt(agent, work, spec.time_limit, live.emit)
+        if spec.check and outcome is not None and outcome.status == "limit" and check is None:
+            check, outcome = await last_check(outcome, spec.check, workdir, live.emit)  # the time limit
+        gone = outcome is not None and outcome.error.startswith(("ServerGone", "ServerStalled"))
+        if gone and (fate := live.connection.server_fate()):
+            # The request failed because the server this run started died or was stopped: say so.
+            live.emit(
+                Notice(f"{fate}. `agent run --resume {live.session_id}` starts it again and continues.")
+            )
+        status, code = _result(outcome, check, interrupted)
+        auto_commit = settings.auto_commit if request.auto_commit is None else request.auto_commit
+        if auto_commit and status == "completed":
+            note = live.workbench.auto_commit(
+                f"agent: {(task.body if task else 'resumed task').splitlines()[0][:60]}"
+            )
+            if note:
+                live.emit(Notice(note))
+        summary = live.finish(
+            status, outcome.final if outcome else "", exit_code=code,
+            check=check.to_dict() if check else None, error=outcome.error if outcome else "",
+            changes=live.workbench.changes(),
+        )  # fmt: skip
+    return TaskResult(live.session_id, status, code, outcome, check, summary)
+
+
+class Terminated(BaseException):
+    """SIGTERM outside the agent's work (while the server starts, say): unwinds like Ctrl+C, so that
+    `finally` blocks run and a server this run started is stopped, then exits 143."""
+
+
+def _terminate(_signum: int, _frame: Any) -> None:
+    raise Terminated()
+
+
+def run_task_blocking(
+    request: TaskRequest,
+    settings: Settings,
+    emit: Callable[[Event], None],
+    say: Callable[[str], None] | None = None,
+) -> TaskResult | None:
+    """`run_task` from synchronous code, SIGTERM included: the result, or None when a SIGTERM came
+    outside the work (exit EXIT["terminated"]). A server that failed before the session started raises an
+    AgentError with exit code 4."""
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return asyncio.run(run_task(request, settings, emit, say))
+    except Terminated:
+        return None
+    except LLMError as exc:  # the server failed before the session could start
+        error = AgentError(
+            f"the model server failed: {exc}", fix="`agent server status` and `agent server logs` show it."
+        )
+        error.exit_code = EXIT["server"]
+        raise error from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _relative_to_task(workdir: str, task: Task | None) -> Path:
+    path = Path(workdir).expanduser()
+    return path if path.is_absolute() or task is None or task.path is None else task.path.parent / path
+
+
+async def _attempt(agent, work, time_limit: float | None, emit) -> tuple[Any, CheckResult | None, int | None]:
+    """(outcome, last check, the signal that interrupted it or None): the agent's work, ended early by
+    SIGINT or SIGTERM, or by the time limit."""
+    received: list[int] = []
+    try:
+        outcome, check = await _run_interruptible(work, time_limit, received)
+        return outcome, check, None
+    except asyncio.CancelledError:
+        return None, None, received[0] if received else signal.SIGINT
+    except TimeoutError:
+        outcome = Outcome("limit", "", agent.turn, f"reached the time limit of {time_limit:.0f} s")
+        emit(ErrorEvent("limit", outcome.error))
+        return outcome, None, None
+
+
+async def _run_interruptible(coro, time_limit: float | None, received: list[int]):
+    """Run the agent as a task that SIGINT and SIGTERM cancel, so it can leave a consistent history.
+    The signal is appended to `received` (the exit code is 128 + it). The handlers in place before
+    (`run_task_blocking`'s for SIGTERM, asyncio's for SIGINT) are put back afterwards."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(coro)
+
+    def interrupt(sig: int) -> None:
+        received.append(sig)
+        task.cancel()
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in before:
+        loop.add_signal_handler(sig, interrupt, sig)
+    try:
+        return await asyncio.wait_for(task, time_limit) if time_limit else await task
+    finally:
+        for sig, handler in before.items():
+            loop.remove_signal_handler(sig)  # (this leaves the default handler, not the one before)
+            if handler is not None:
+                signal.signal(sig, handler)
+
+
+def _result(outcome, check: CheckResult | None, interrupted: int | None) -> tuple[str, int]:
+    if interrupted is not None or outcome is None:
+        return "interrupted", SIGNAL_EXIT.get(interrupted, EXIT["interrupted"])
+    if outcome.status == "limit":
+        return "limit", EXIT["limit"]
+    if outcome.status == "error":
+        return "error", EXIT["config"] if outcome.error.startswith("ContextTooSmall") else EXIT["server"]
+    if outcome.status != "completed" or (check is not None and not check.passed):
+        return "failed", EXIT["failed"]
+    return "completed", EXIT["success"]

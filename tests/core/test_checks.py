@@ -1,0 +1,106 @@
+"""The check loop: a failed check goes back to the model until it passes or the rounds run out; the
+check itself is bounded in time (its whole process group) and in output."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from agent.core.checks import OUTPUT_LIMIT, cap_output, run_check
+from tests.frontends.test_headless import agent, call, task_file
+from tests.scripted_server import ScriptedServer
+
+WRONG = {"tool_calls": [call("write_file", path="add.py", content="def add(a, b):\n    return a - b\n")]}
+RIGHT = {"tool_calls": [call("write_file", path="add.py", content="def add(a, b):\n    return a + b\n")]}
+CHECK = f"{sys.executable} -c 'from add import add; assert add(2, 3) == 5, add(2, 3)'"
+
+
+@pytest.mark.slow
+def test_a_failed_check_goes_back_to_the_model_and_its_fix_passes(tmp_path):
+    task = task_file(tmp_path, "Write add.py.", approval="full-auto", check=CHECK)
+    script = [WRONG, {"content": "Done."}, RIGHT, {"content": "Fixed it."}]
+    with ScriptedServer(script) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--json")
+        requests = server.requests
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    checks = [e for e in events if e["type"] == "check.result"]
+    assert [c["passed"] for c in checks] == [False, True]
+    feedback = requests[2]["messages"][-1]
+    assert feedback["role"] == "user"
+    assert "AssertionError: -1" in feedback["content"]  # the check's own output, not just "failed"
+    assert events[-1]["summary"]["check"]["passed"] is True
+
+
+@pytest.mark.slow
+def test_check_rounds_bound_the_retries_and_the_exit_code_follows_the_last_check(tmp_path):
+    task = task_file(tmp_path, "Write add.py.", approval="full-auto", check=CHECK, check_rounds=1)
+    with ScriptedServer([WRONG], default={"content": "Done."}) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--json")
+    assert result.returncode == 1
+    checks = [e for e in map(json.loads, result.stdout.splitlines()) if e["type"] == "check.result"]
+    assert len(checks) == 2  # the first try and one round of feedback
+
+
+@pytest.mark.slow
+def test_no_check_rounds_means_no_feedback(tmp_path):
+    task = task_file(tmp_path, "Write add.py.", approval="full-auto", check=CHECK)
+    with ScriptedServer([WRONG], default={"content": "Done."}) as server:
+        result = agent(
+            "run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--check-rounds", "0"
+        )
+        assert len(server.requests) == 2
+    assert result.returncode == 1
+
+
+@pytest.mark.slow
+async def test_a_hanging_check_times_out_and_its_whole_process_group_is_killed(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    result = await run_check(f"sleep 60 & echo $! > {pid_file}; wait", tmp_path, timeout=1)
+    assert result.exit_code is None and not result.passed
+    assert "timed out after 1 s" in result.output
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), "the check's background child outlived the timeout"
+
+
+async def test_megabytes_of_check_output_are_capped_before_they_reach_the_model(tmp_path):
+    command = f"{sys.executable} -c \"print('first line'); print('x' * 5_000_000); print('last line')\""
+    result = await run_check(command, tmp_path, timeout=60)
+    assert result.passed
+    assert len(result.output) < OUTPUT_LIMIT + 200
+    assert result.output.startswith("first line") and result.output.rstrip().endswith("last line")
+    assert "characters left out" in result.output
+
+
+def test_cap_output_keeps_short_text_whole():
+    assert cap_output("short") == "short"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    state = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True).stdout
+    return bool(state.strip()) and not state.strip().startswith("Z")  # zombies are dead (FACTS.md)
+
+
+@pytest.mark.slow
+def test_in_blocks_mode_a_failed_check_shows_the_changed_files_and_the_format_again(tmp_path):
+    task = task_file(tmp_path, "Write add.py.", approval="full-auto", check=CHECK, check_rounds=1)
+    wrong = {"content": "add.py\n```python\ndef add(a, b):\n    return a - b\n```"}
+    with ScriptedServer([wrong, {"content": "Done."}], default={"content": "Done."}) as server:
+        agent("run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--actions", "blocks")
+        feedback = server.requests[2]["messages"][-1]["content"]
+    assert "AssertionError: -1" in feedback
+    assert "add.py now reads:\n```\ndef add(a, b):\n    return a - b\n```" in feedback
+    assert feedback.index("add.py now reads:") < feedback.index("AssertionError: -1")  # the failure last
+    assert feedback.rstrip().endswith("Nothing changes unless you write the blocks.")

@@ -1,0 +1,118 @@
+"""The model client against the real embedded llama-server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from agent.core.llm import Completion, ContextOverflow, ModelClient, ServerGone
+from agent.server.lifecycle import stop
+from agent.server.profiles import get_profile
+from agent.server.registry import ServerRegistry
+from agent.session.connect import endpoint_for
+from agent.store.telemetry import parse_draft_counters
+from tests.conftest import start_profile
+from tests.server.test_lifecycle import SEED_PROMPT
+
+pytestmark = pytest.mark.server
+
+
+def counters(base_url: str) -> dict[str, float]:
+    text = httpx2.get(base_url + "/metrics", timeout=5).text
+    values = {}
+    for name in ("llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total"):
+        match = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
+        values[name] = float(match.group(1))
+    return values | parse_draft_counters(text)
+
+
+async def complete(client: ModelClient, content: str, **kw) -> Completion:
+    done = None
+    async for item in client.stream([{"role": "user", "content": content}], **kw):
+        if isinstance(item, Completion):
+            done = item
+    assert done is not None
+    return done
+
+
+def client_for(handle, profile: str = "tiny") -> ModelClient:
+    return ModelClient(endpoint_for(get_profile(profile), handle.base_url, None))
+
+
+async def test_tiny_stats_equal_the_servers_own_accounting_and_have_no_draft_fields(tiny_server):
+    client = client_for(tiny_server)
+    before = counters(tiny_server.base_url)
+    done = await complete(client, "def fibonacci(n):", max_tokens=40)
+    after = counters(tiny_server.base_url)
+    await client.close()
+    s = done.stats
+    assert s.prompt_n == after["llamacpp:prompt_tokens_total"] - before["llamacpp:prompt_tokens_total"]
+    assert (
+        s.predicted_n == after["llamacpp:tokens_predicted_total"] - before["llamacpp:tokens_predicted_total"]
+    )
+    assert s.completion_tokens == s.predicted_n
+    # The server's log line for this same request: "eval time = 882.80 ms / 80 tokens".
+    log = Path(tiny_server.record.log_path).read_text()
+    eval_ms, eval_n = re.findall(r"\s eval time =\s+([\d.]+) ms /\s+(\d+) tokens", log)[-1]
+    assert int(eval_n) == s.predicted_n and float(eval_ms) == pytest.approx(s.predicted_ms, abs=0.01)
+    assert s.draft_n is None and s.draft_n_accepted is None and s.acceptance is None
+    assert s.ttft_s > 0 and s.client_tokens_per_second > 0
+
+
+async def test_tiny_ngram_draft_figures_match_the_metrics_deltas(tiny_ngram_server):
+    client = client_for(tiny_ngram_server, "tiny-ngram")
+    before = counters(tiny_ngram_server.base_url)
+    done = await complete(client, SEED_PROMPT, max_tokens=120, temperature=0)  # greedy: drafts reliably
+    after = counters(tiny_ngram_server.base_url)
+    await client.close()
+    s = done.stats
+    assert s.draft_n is not None and s.draft_n > 0
+    assert s.draft_n == after["drafted"] - before["drafted"]
+    assert s.draft_n_accepted == after["accepted"] - before["accepted"]
+    assert 0 < s.acceptance <= 1 and 0 < s.draft_share <= 1
+
+
+async def test_a_small_context_server_overflow_maps_to_context_overflow(embedded, tmp_path_factory):
+    state = tmp_path_factory.mktemp("small-ctx")
+    handle = start_profile("tiny", embedded, state, ctx_size=256)
+    try:
+        client = client_for(handle)
+        with pytest.raises(ContextOverflow) as caught:
+            await complete(client, "word " * 600, max_tokens=8)
+        await client.close()
+    finally:
+        stop(handle, ServerRegistry(state))
+    assert caught.value.n_ctx == 256 and caught.value.n_prompt_tokens > 256
+
+
+async def test_killing_the_server_mid_stream_is_server_gone_within_two_seconds(embedded, tmp_path_factory):
+    state = tmp_path_factory.mktemp("kill-mid-stream")
+    handle = start_profile("tiny", embedded, state)
+    client = client_for(handle)
+    got_text = asyncio.Event()
+    killed_at: list[float] = []
+
+    async def consume() -> None:
+        async for item in client.stream([{"role": "user", "content": SEED_PROMPT}], max_tokens=2000):
+            if not isinstance(item, Completion):
+                got_text.set()
+
+    task = asyncio.create_task(consume())
+    try:
+        await asyncio.wait_for(got_text.wait(), 30)
+        os.killpg(handle.record.pid, signal.SIGKILL)
+        killed_at.append(time.monotonic())
+        with pytest.raises(ServerGone) as caught:
+            await asyncio.wait_for(task, 10)
+        assert time.monotonic() - killed_at[0] < 2.0
+        assert caught.value.partial
+    finally:
+        await client.close()
+        stop(handle, ServerRegistry(state))

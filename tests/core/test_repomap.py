@@ -1,0 +1,348 @@
+"""Real repositories: what the model is shown of a big one, the guards against destroying code it has
+not read, and finished work that counts (issue: the 130-file and 233-file repositories).
+
+The repositories are real git repositories made here, shaped as the ones that broke: a library whose
+`utils.py` has 1,100 lines beside a 17-line `tests/utils.py`, and 300 modules with an AGENTS.md.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.core.repomap import named_files, outline, repository_view, text_files
+from agent.events import ApprovalAnswer, ApprovalRequested, PermissionDecided
+from agent.protocols.base import fence_for
+from tests.core.test_loop import Run, git_repo
+from tests.frontends.test_headless import agent, task_file
+from tests.scripted_server import ScriptedServer
+
+FENCE = "```"
+
+
+def answer(*parts: str) -> dict:
+    return {"content": "\n".join(parts)}
+
+
+def library(root: Path, functions: int = 140) -> Path:
+    """A package like psf/requests: a long src/pkg/utils.py and a short tests/utils.py."""
+    git_repo(root)
+    (root / "src" / "pkg").mkdir(parents=True)
+    (root / "tests").mkdir()
+    body = ['"""Utilities."""', "import os", ""]
+    for i in range(functions):
+        body += ["", f"def helper_{i}(value):", f'    """Helper number {i}."""', f"    total = value + {i}"]
+        body += [
+            f"    total = total * {i + 1}",
+            "    if total > 1000:",
+            "        return total - 1000",
+            "    return total",
+        ]
+    (root / "src" / "pkg" / "utils.py").write_text("\n".join(body) + "\n")
+    (root / "src" / "pkg" / "__init__.py").write_text("from .utils import helper_1\n")
+    (root / "tests" / "utils.py").write_text(
+        "import contextlib\n\n\ndef override_environ(**kwargs):\n    pass\n"
+    )
+    return root
+
+
+# ---------------------------------------------------------------------------------------------- what is shown
+
+
+def test_a_named_file_is_found_by_its_path_never_by_a_base_name_it_shares(tmp_path):
+    root = library(tmp_path / "lib")
+    files = text_files(root)
+    assert [f.rel for f in named_files(files, "In src/pkg/utils.py, add a function.")] == ["src/pkg/utils.py"]
+    assert [f.rel for f in named_files(files, "Fix pkg/utils.py please")] == ["src/pkg/utils.py"]
+    assert named_files(files, "add a helper to utils.py") == []  # two files have that name: neither
+    assert [f.rel for f in named_files(files, "look at __init__.py")] == ["src/pkg/__init__.py"]  # only one
+
+
+def test_a_named_file_too_long_is_shown_as_its_outline_and_the_definitions_the_task_names(tmp_path):
+    root = library(tmp_path / "lib")
+    utils = (root / "src/pkg/utils.py").read_text()
+    assert len(utils.splitlines()) > 1000
+    task = "In src/pkg/utils.py, add a function `helper_sum` next to `helper_42` that adds two values."
+    view = repository_view(root, task, 12_000, fence_for)
+    assert "src/pkg/utils.py" not in view.whole  # not shown whole, so it may not be written whole
+    assert "has 1,1" in view.text and "you cannot write it whole" in view.text
+    start = next(d.start for d in outline("src/pkg/utils.py", utils) if d.name == "helper_42")
+    assert f"{start:>6}  def helper_42(value)" in view.text  # the outline, with line numbers
+    assert f"Lines {start}-{start + 6} of src/pkg/utils.py (helper_42):" in view.text
+    assert '    """Helper number 42."""' in view.text  # that definition whole
+    assert "return total - 1000\n    return total\n```" in view.text  # the file's last lines: an anchor
+    assert "override_environ" in view.text  # the other utils.py is in the map, not shown as this one
+
+
+def test_the_view_of_a_repository_of_300_modules_stays_within_its_budget(tmp_path):
+    root = git_repo(tmp_path / "big")
+    for i in range(300):
+        folder = root / f"pkg{i % 12}"
+        folder.mkdir(exist_ok=True)
+        (folder / f"mod{i}.py").write_text(
+            "".join(f"def f{i}_{j}(a, b):\n    return a\n\n" for j in range(30))
+        )
+    for budget in (3_000, 20_000, 60_000):
+        view = repository_view(root, "rename f7_3 in pkg7/mod7.py to first", budget, fence_for)
+        assert len(view.text) <= budget + 600, budget  # a few lines of explanation aside
+        assert "pkg7/mod7.py" in view.text and "more files are not listed" in view.text
+
+
+def test_a_small_repository_is_shown_whole_as_before(tmp_path):
+    root = git_repo(tmp_path / "small")
+    (root / "a.py").write_text("def a():\n    return 1\n")
+    (root / "b.md").write_text("# B\n")
+    view = repository_view(root, "change a", 10_000, fence_for)
+    assert view.whole == ["a.py", "b.md"] and "a.py\n```\ndef a():" in view.text
+
+
+def test_outlines_come_from_tree_sitter_for_each_language_even_with_a_syntax_error():
+    assert [
+        d.signature for d in outline("m.py", "class C(B):\n    def m(self, x):\n        pass\ndef f(:\n")
+    ][:2] == [
+        "class C(B)",
+        "def m(self, x)",
+    ]
+    assert [
+        d.name
+        for d in outline("m.ts", "interface I { a: number }\nfunction f(a: number): string { return '' }\n")
+    ] == ["I", "f"]
+    assert [
+        d.name for d in outline("m.go", "package m\nfunc F(a int) int { return a }\ntype S struct{}\n")
+    ] == ["F", "S"]
+    assert [d.name for d in outline("m.rs", "fn f() {}\nstruct S {}\nimpl S { fn m(&self) {} }\n")] == [
+        "f",
+        "S",
+        "S",
+        "m",
+    ]
+    assert outline("notes.txt", "def f(): pass") == []
+
+
+async def test_the_first_request_fits_a_16k_context_in_a_repository_of_300_modules(tmp_path):
+    """The 233-file repository was refused before its first turn: the map alone took 60,000 characters."""
+    root = git_repo(tmp_path / "big")
+    (root / "AGENTS.md").write_text("# Rules\n" + "Write tests for everything you change.\n" * 300)
+    for i in range(300):
+        folder = root / f"pkg{i % 12}"
+        folder.mkdir(exist_ok=True)
+        (folder / f"mod{i}.py").write_text(
+            "".join(f"def f{i}_{j}(a, b):\n    return a\n\n" for j in range(40))
+        )
+    with ScriptedServer([answer("Nothing to do.")], n_ctx=16384) as server:
+        run = Run(server, root, actions="blocks")
+        outcome = await run("add a one-line docstring to the function f7_3 in pkg7/mod7.py")
+        sent = json.dumps(server.requests[0]["messages"])
+    assert outcome.status == "completed", outcome.error
+    assert len(sent) / 4 < 16384  # the scripted server counts 4 characters a token, as its overflow does
+    assert "def f7_3(a, b):" in sent
+
+
+# ---------------------------------------------------------------------------------------------- no destructive writes
+
+
+async def test_a_whole_file_block_over_a_long_file_never_shown_is_refused_and_the_file_kept(tmp_path):
+    """The requests case: shown tests/utils.py, the model wrote src/.../utils.py whole from it."""
+    root = library(tmp_path / "lib")
+    before = (root / "src/pkg/utils.py").read_text()
+    destroy = answer(
+        "src/pkg/utils.py", f"{FENCE}python", (root / "tests/utils.py").read_text().rstrip(), "",
+        "def helper_sum(a, b):", "    return a + b", FENCE,
+    )  # fmt: skip
+    with ScriptedServer([destroy, answer("Done.")], n_ctx=8192) as server:
+        run = Run(server, root, actions="blocks")
+        await run("In src/pkg/utils.py, add a function helper_sum(a, b) that returns a + b.")
+        told = server.requests[1]["messages"][-1]["content"]
+    assert (root / "src/pkg/utils.py").read_text() == before  # not one line lost
+    assert "Not written: src/pkg/utils.py already exists (1,1" in told
+    assert "you have not been shown all of it" in told and "SEARCH/REPLACE" in told
+
+
+async def test_a_file_read_whole_with_cat_may_then_be_rewritten(tmp_path):
+    root = git_repo(tmp_path / "r")
+    (root / "big.txt").write_text("".join(f"line {i}\n" for i in range(30)))
+    (root / "filler.txt").write_text("filler\n" * 2000)  # the repository no longer fits: not all shown
+    script = [
+        answer("big.txt", f"{FENCE}text", "only this", FENCE),  # refused: never shown (the map lists it)
+        answer(f"{FENCE}bash", "cat big.txt", FENCE),
+        answer("big.txt", f"{FENCE}text", *(f"line {i}" for i in range(30)), "line 30", FENCE),
+        answer("Done."),
+    ]
+    with ScriptedServer(script, n_ctx=4096) as server:
+        await Run(server, root, actions="blocks")("Add line 30 at the end of the big text file")
+        first = server.requests[1]["messages"][-1]["content"]
+    assert "Not written: big.txt" in first
+    assert (root / "big.txt").read_text().endswith("line 29\nline 30\n")
+
+
+REWRITTEN = "".join(f"def keep_{i}():\n    return {i}\n\n\n" for i in range(20))
+
+
+def read_then_write(content: str) -> list[dict]:
+    """The model reads mod.py whole, then writes it whole as `content`, then says it is done."""
+    return [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "mod.py"}}]},
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "mod.py", "content": content}}]},
+        {"content": "Done."},
+    ]
+
+
+async def test_a_rewrite_deleting_most_of_a_file_asks_even_in_full_auto(tmp_path):
+    root = git_repo(tmp_path / "r")
+    (root / "mod.py").write_text(REWRITTEN)
+    asked: list[ApprovalRequested] = []
+
+    async def approve(request: ApprovalRequested) -> ApprovalAnswer:
+        asked.append(request)
+        return ApprovalAnswer("no")
+
+    script = read_then_write("def keep_0():\n    return 0\n")
+    with ScriptedServer(script) as server:
+        run = Run(server, root, approval="full-auto", approve=approve)
+        await run("tidy mod.py")
+    assert len(asked) == 1 and asked[0].name == "write_file"
+    assert "would delete 78 of its 80 lines" in asked[0].reason
+    assert (root / "mod.py").read_text() == REWRITTEN
+
+
+async def test_headless_refuses_a_rewrite_deleting_definitions_the_task_does_not_name(tmp_path):
+    root = git_repo(tmp_path / "r")
+    (root / "mod.py").write_text(REWRITTEN)
+    kept = REWRITTEN.replace("def keep_7():\n    return 7\n\n\n", "")
+    script = read_then_write(kept)
+    with ScriptedServer(script) as server:
+        run = Run(server, root, approval="full-auto", approve=None)  # nobody to ask: a headless run
+        await run("make keep_3 return 33")
+        told = server.requests[2]["messages"][-1]["content"]
+    decided = run.of(PermissionDecided)[-1]
+    assert decided.decision == "deny" and "definitions the task does not name: keep_7" in decided.reason
+    assert "nobody can approve" in told and "SEARCH/REPLACE" in told
+    assert (root / "mod.py").read_text() == REWRITTEN
+
+
+async def test_a_rewrite_deleting_what_the_task_names_runs_in_full_auto(tmp_path):
+    root = git_repo(tmp_path / "r")
+    (root / "mod.py").write_text(REWRITTEN)
+    renamed = REWRITTEN.replace("keep_7", "first")
+    script = read_then_write(renamed)
+    with ScriptedServer(script) as server:
+        await Run(server, root, approval="full-auto", approve=None)("rename keep_7 to first")
+    assert (root / "mod.py").read_text() == renamed
+
+
+# ---------------------------------------------------------------------------------------------- finished work counts
+
+BROKEN = "def add(a, b):\n    return a - b\n"
+FIXED = "def add(a, b):\n    return a + b\n"
+CALC_CHECK = f"{sys.executable} -c 'from calc import add; assert add(2, 3) == 5'"
+
+
+def calc_task(tmp_path: Path) -> tuple[Path, Path]:
+    work = git_repo(tmp_path / "work")
+    (work / "calc.py").write_text(BROKEN)
+    task = task_file(tmp_path, "Fix add in calc.py.", approval="full-auto", check=CALC_CHECK, workdir="work",
+                     max_turns=8, actions="blocks")  # fmt: skip
+    return work, task
+
+
+def test_a_fix_then_repeated_answers_still_passes_its_check_and_exits_0(tmp_path):
+    """The held-out task: fixed on turn 1, then pathless blocks until the repeat guard stopped it."""
+    work, task = calc_task(tmp_path)
+    fix = answer("calc.py", f"{FENCE}python", FIXED.rstrip(), FENCE)
+    usage = answer("You can use it like this:", f"{FENCE}python", "print(add(2, 3))", FENCE)
+    with ScriptedServer([fix, usage, usage, usage, usage]) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--json")
+        told = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "user"]
+    events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    checks = [e for e in events if e["type"] == "check.result"]
+    assert result.returncode == 0, result.stderr
+    assert len(checks) == 1 and checks[0]["passed"]
+    assert (work / "calc.py").read_text() == FIXED
+    assert not any("check" in t and "failed" in t for t in told)  # never a check that did not run
+    assert not any("output above" in t for t in told)
+
+
+def test_a_fix_then_a_pathless_restatement_is_a_summary_and_the_check_runs(tmp_path):
+    _, task = calc_task(tmp_path)
+    fix = answer("calc.py", f"{FENCE}python", FIXED.rstrip(), FENCE)
+    summary = answer("I fixed add; it now reads:", f"{FENCE}python", "    return a + b", FENCE)
+    with ScriptedServer([fix, summary]) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--json")
+        requests = len(server.requests)
+    assert result.returncode == 0, result.stderr
+    assert requests == 2  # the summary ended the task: no "not applied" round trip
+    assert '"check.result"' in result.stdout
+
+
+def test_the_end_of_a_run_lists_each_file_by_lines_added_and_deleted(tmp_path):
+    work, task = calc_task(tmp_path)
+    (work / "notes.txt").write_text("".join(f"note {i}\n" for i in range(40)))
+    subprocess_commit(work)
+    fix = answer(
+        "calc.py", f"{FENCE}python", FIXED.rstrip(), FENCE, "", f"{FENCE}bash", "rm notes.txt", FENCE
+    )
+    with ScriptedServer([fix, answer("Fixed.")]) as server:
+        result = agent("run", str(task), "--base-url", server.url)
+    assert result.returncode == 0, result.stderr
+    assert "changed 2 files (lines added, deleted):" in result.stderr
+    assert "calc.py  +1 -1" in result.stderr
+    assert "notes.txt  +0 -40   <- deleted more than it added" in result.stderr
+
+
+def subprocess_commit(work: Path) -> None:
+    subprocess.run(["git", "add", "-A"], cwd=work, check=True)
+    subprocess.run(["git", "commit", "-qm", "start"], cwd=work, check=True)
+
+
+@pytest.mark.parametrize("order", ["options-first", "options-last"])
+def test_agent_new_takes_options_anywhere_among_its_arguments(tmp_path, order):
+    args = ["-t", "python-cli", "--no-agent"]
+    argv = ["new", "adder", *args, "A command that adds"] if order == "options-first" else [
+        "new", "adder", "A command that adds", *args]  # fmt: skip
+    result = agent(*argv, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "adder" / "AGENTS.md").is_file()
+
+
+def test_a_long_named_file_shows_short_names_the_task_uses_and_the_helpers_they_call(tmp_path):
+    """attrs' number validators: the task names `lt`; the bug is in the class `lt` returns."""
+    root = git_repo(tmp_path / "v")
+    filler = "".join(f"def other_{i}(x):\n    return x\n\n\n" for i in range(400))
+    (root / "validators.py").write_text(
+        "class _Number:\n    def __call__(self, value):\n        return value > self.bound\n\n\n"
+        + filler
+        + "def lt(val):\n    return _Number(val)\n"
+    )
+    view = repository_view(root, "`lt(10)` in validators.py refuses 5: fix it.", 6_000, fence_for)
+    assert "of validators.py (lt):" in view.text
+    assert "Lines 1-3 of validators.py (_Number):" in view.text and "return value > self.bound" in view.text
+    assert "(other_1)" not in view.text
+
+
+async def test_a_block_for_a_tail_of_a_long_files_path_means_that_file_and_is_refused(tmp_path):
+    """The attrs run: `path/to/attrs/validators.py` was written as a new file beside the real one."""
+    root = library(tmp_path / "lib")
+    before = (root / "src/pkg/utils.py").read_text()
+    block = answer(
+        "path/to/pkg/utils.py", f"{FENCE}python", "def helper_sum(a, b):", "    return a + b", FENCE
+    )
+    with ScriptedServer([block, answer("Done.")], n_ctx=8192) as server:
+        await Run(server, root, actions="blocks")("In src/pkg/utils.py, add a function helper_sum(a, b).")
+        task = server.requests[0]["messages"][-1]["content"]
+        told = server.requests[1]["messages"][-1]["content"]
+    assert task.endswith(
+        "Act now: to change src/pkg/utils.py, write its path alone on a line, then a fenced block of "
+        "SEARCH/REPLACE edits whose SEARCH lines are copied exactly from the lines shown above. To create "
+        "a new file, write its path, then the complete file in a fenced block. Nothing changes unless you "
+        "write the blocks."
+    )
+    assert "Not written: src/pkg/utils.py already exists" in told
+    assert (
+        "Fix what failed. Act now: to change src/pkg/utils.py, write its path alone on a line, then a "
+        in told
+    )
+    assert (root / "src/pkg/utils.py").read_text() == before and not (root / "pkg").exists()

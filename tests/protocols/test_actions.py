@@ -1,0 +1,284 @@
+"""The blocks protocol in the loop: an answer's files, edits and bash fences go through the same tool
+layer as native calls (permissions, checkpoints, events), and the results come back as one message."""
+
+from __future__ import annotations
+
+import subprocess
+
+from agent.events import (
+    AssistantMessage,
+    Notice,
+    PermissionDecided,
+    ToolCallStarted,
+    UserMessage,
+)
+from tests.core.test_loop import Run, git_repo
+from tests.scripted_server import ScriptedServer
+
+FENCE = "```"
+
+
+def answer(*parts: str) -> dict:
+    return {"content": "\n".join(parts)}
+
+
+WRITE_ADD = answer(
+    "I'll create the module.", "", "add.py", f"{FENCE}python", "def add(a, b):", "    return a - b", FENCE
+)
+FIX_ADD = answer(
+    "add.py", f"{FENCE}python", "<<<<<<< SEARCH", "    return a - b", "=======", "    return a + b",
+    ">>>>>>> REPLACE", FENCE, "", f"{FENCE}bash", "python3 -c 'from add import add; print(add(2, 3))'", FENCE,
+)  # fmt: skip
+
+
+async def test_blocks_write_edit_and_run_then_a_plain_answer_ends_the_task(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    with ScriptedServer([WRITE_ADD, FIX_ADD, answer("add.py now adds.")]) as server:
+        run = Run(server, repo, actions="blocks")
+        outcome = await run()
+        requests = server.requests
+    assert outcome.status == "completed"
+    assert (repo / "add.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert all("tools" not in body for body in requests)  # no schemas: the template says nothing of JSON
+    assert [e.name for e in run.of(ToolCallStarted)] == ["write_file", "edit_file", "bash"]
+    assert all(r.ok for r in run.results())
+    feedback = requests[2]["messages"][-1]
+    assert feedback["role"] == "user"
+    assert "$ python3 -c" in feedback["content"] and "\n5" in feedback["content"]  # the command's output
+    assert "add.py now reads:" in feedback["content"]  # the edited file, fresh
+    history_roles = [m["role"] for m in requests[2]["messages"]]
+    assert "tool" not in history_roles  # the model's own text stays as it wrote it
+    assert requests[1]["messages"][2] == {"role": "assistant", "content": WRITE_ADD["content"]}
+
+
+async def test_the_blocks_system_prompt_is_stable_and_the_repository_is_in_the_task(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    (repo / "greet.py").write_text("def greet(name):\n    return 'hi ' + name\n")
+    with ScriptedServer([answer("Nothing to do.")]) as server:
+        await Run(server, repo, actions="blocks")("Make greet say hello.")
+        body = server.requests[0]
+    system, task = body["messages"][0]["content"], body["messages"][1]["content"]
+    assert "SEARCH/REPLACE" in system and "greet" not in system  # the prefix holds no repository facts
+    assert "greet.py\n```\ndef greet(name):" in task
+    assert task.index("greet.py\n```") < task.index("Make greet say hello.") < task.index("Act now:")
+
+
+async def test_a_fence_without_a_path_is_not_applied_and_the_model_is_told(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    no_path = answer("Here is the code:", f"{FENCE}python", "print('hi')", FENCE)
+    with ScriptedServer([no_path, answer("Done.")]) as server:
+        outcome = await Run(server, repo, actions="blocks")()
+        feedback = server.requests[1]["messages"][-1]["content"]
+    assert outcome.status == "completed"
+    assert list(repo.iterdir()) == [repo / ".git"]  # nothing was written
+    assert "Not applied:" in feedback and "path" in feedback
+
+
+async def test_a_fence_without_a_path_names_the_file_its_definitions_belong_to(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    (repo / "notes.py").write_text("class Note:\n    pass\n\n\ndef load(path):\n    return []\n")
+    snippet = answer("Fix:", f"{FENCE}python", "class Note:", "    tags = None", FENCE)
+    with ScriptedServer([snippet, answer("Done.")]) as server:
+        await Run(server, repo, actions="blocks")()
+        feedback = server.requests[1]["messages"][-1]["content"]
+    assert "looks like a change to notes.py" in feedback
+    assert (repo / "notes.py").read_text().startswith("class Note:\n    pass")  # nothing applied
+
+
+async def test_quoted_output_in_an_untagged_fence_is_not_taken_for_a_file(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    (repo / "test_a.py").write_text("def test_a():\n    assert False\n")
+    echo = answer("It failed:", FENCE, "    def test_a():", ">       assert False", FENCE)
+    with ScriptedServer([echo, answer("Done.")]) as server:
+        await Run(server, repo, actions="blocks")()
+        feedback = server.requests[1]["messages"][-1]["content"]
+    assert "looks like a change" not in feedback
+
+
+async def test_a_path_outside_the_workspace_is_refused_and_the_model_is_told(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    outside = answer("../evil.py", f"{FENCE}python", "x = 1", FENCE)
+    with ScriptedServer([outside, answer("Done.")]) as server:
+        run = Run(server, repo, actions="blocks")
+        await run()
+        feedback = server.requests[1]["messages"][-1]["content"]
+    assert not (tmp_path / "evil.py").exists()
+    assert not run.results()[0].ok
+    assert "Failed to change ../evil.py" in feedback and "outside" in feedback
+
+
+async def test_a_whole_file_block_cut_off_at_max_tokens_is_never_applied(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    (repo / "big.py").write_text("KEEP = 1\n")
+    cut = {"content": "big.py\n```python\nKEEP = 2\ndef half(", "finish_reason": "length"}
+    with ScriptedServer([cut, answer("Done.")]) as server:
+        run = Run(server, repo, actions="blocks")
+        await run()
+        feedback = server.requests[1]["messages"][-1]["content"]
+    assert (repo / "big.py").read_text() == "KEEP = 1\n"
+    assert run.results() == []
+    assert "cut off" in feedback
+
+
+async def test_a_dangerous_bash_block_meets_the_same_rules_as_a_native_call(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    danger = answer(f"{FENCE}bash", "sudo rm -rf /tmp/nothing-here", FENCE)
+    with ScriptedServer([danger, answer("Done.")]) as server:
+        run = Run(server, repo, actions="blocks")  # full-auto, and nobody to ask
+        await run()
+    decided = run.of(PermissionDecided)
+    assert decided and decided[0].decision == "deny"
+    assert "needs approval" in decided[0].reason
+
+
+async def test_blocks_take_a_checkpoint_before_the_first_change(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    (repo / "a.txt").write_text("one\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "init"], cwd=repo, check=True)
+    with ScriptedServer([answer("a.txt", FENCE, "two", FENCE), answer("Done.")]) as server:
+        run = Run(server, repo, actions="blocks")
+        await run()
+    assert any("checkpoint" in n.message for n in run.of(Notice))
+    assert (repo / "a.txt").read_text() == "two\n"
+
+
+async def test_a_rewrite_identical_to_the_file_counts_as_done(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    (repo / "a.py").write_text("x = 1\n")
+    same = answer("The file is already right:", "", "a.py", f"{FENCE}python", "x = 1", FENCE)
+    with ScriptedServer([same]) as server:
+        run = Run(server, repo, actions="blocks")
+        outcome = await run()
+    assert outcome.status == "completed" and run.results() == []
+
+
+async def test_tool_calls_mode_corrects_code_written_as_prose_a_bounded_number_of_times(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+
+    def prose(n: int) -> dict:
+        return answer(
+            f"Put this in add.py ({n}):", f"{FENCE}python", "def add(a, b):", "    return a + b", FENCE
+        )
+
+    with ScriptedServer([prose(1), prose(2), prose(3)]) as server:
+        run = Run(server, repo)
+        outcome = await run()
+        corrections = [m for m in run.of(UserMessage) if "never executed" in m.content]
+    assert len(corrections) == 2  # then the prose is taken as the answer
+    assert any("--actions blocks" in n.message for n in run.of(Notice))  # the user is offered the switch
+    assert outcome.status == "completed" and len(server.requests) == 3
+    assert not (repo / "add.py").exists()  # code in prose is never run
+    assert run.of(AssistantMessage)
+
+
+async def test_a_looping_answer_is_cut_and_kept_once(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    loop = answer("Tests:", *["assert f(1) == 1"] * 200)
+    with ScriptedServer([loop, answer("Done.")]) as server:
+        run = Run(server, repo, actions="blocks")
+        await run()
+        kept = server.requests[1]["messages"][2]["content"]
+    assert any("repeating itself" in n.message for n in run.of(Notice))
+    assert kept.count("assert f(1) == 1") <= 2
+
+
+CLI = [
+    "cli.py", f"{FENCE}python", "import argparse", "", "", "def main(argv=None):",
+    "    parser = argparse.ArgumentParser(description='Sum integers.')",
+    "    parser.add_argument('numbers', nargs='+', type=int)",
+    "    print(sum(parser.parse_args(argv).numbers))", "    return 0", FENCE, "",
+    "__main__.py", f"{FENCE}python", "from cli import main", "", "raise SystemExit(main())", FENCE, "",
+]  # fmt: skip
+
+
+async def test_files_written_again_and_again_in_one_answer_are_cut_after_the_first_copy(tmp_path):
+    # The 1.5B in `agent new`: two files, then the same two again, until max_tokens (2048 a turn).
+    repo = git_repo(tmp_path / "repo")
+    unit = "\n".join(CLI) + "\n"
+    with ScriptedServer([{"content": unit * 8}, answer("Done.")]) as server:
+        run = Run(server, repo, actions="blocks")
+        await run()
+        kept = server.requests[1]["messages"][2]["content"]
+        told = server.requests[1]["messages"][3]["content"]
+    streamed = sum(len(e.text) for e in run.events if e.kind == "text.delta")
+    assert streamed < 3.5 * len(unit)  # the stream was closed during the third copy, not read to its end
+    assert kept == unit  # one whole copy: no half-written block to refuse
+    assert "Go on with the task" in told and "Not applied" not in told  # the files were written: no failure
+    assert (repo / "cli.py").read_text() == "\n".join(CLI[2:10]) + "\n"
+    assert any("repeating itself" in n.message for n in run.of(Notice))
+
+
+async def test_a_long_passage_written_twice_apart_is_not_a_loop(tmp_path):
+    # Moving a function: its text once in the SEARCH of one file and once in another file, not back to back.
+    repo = git_repo(tmp_path / "repo")
+    moved = [line for i in range(8) for line in (f"def helper_{i}(value):", f"    return value * {i}", "")]
+    (repo / "a.py").write_text("\n".join(moved) + "\n")
+    move = answer(
+        "a.py", f"{FENCE}python", "<<<<<<< SEARCH", *moved, "=======", "from b import *", ">>>>>>> REPLACE",
+        FENCE, "", "b.py", f"{FENCE}python", *moved, FENCE,
+    )  # fmt: skip
+    with ScriptedServer([move, answer("Done.")]) as server:
+        run = Run(server, repo, actions="blocks")
+        await run()
+    assert not any("repeating itself" in n.message for n in run.of(Notice))
+    assert (repo / "a.py").read_text() == "from b import *\n"
+    assert (repo / "b.py").read_text() == "\n".join(moved) + "\n"
+
+
+async def test_the_prompts_example_folder_and_bare_names_of_existing_files_are_understood(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    (repo / "pkg").mkdir()
+    (repo / "pkg" / "util.py").write_text("X = 1\n")
+    echoed = answer(
+        "path/to/hello.py", f"{FENCE}python", "print('hi')", FENCE, "", "util.py", FENCE, "X = 2", FENCE
+    )
+    with ScriptedServer([echoed, answer("Done.")]) as server:
+        await Run(server, repo, actions="blocks")()
+    assert (repo / "hello.py").read_text() == "print('hi')\n"
+    assert (repo / "pkg" / "util.py").read_text() == "X = 2\n"
+    assert not (repo / "path").exists() and not (repo / "util.py").exists()
+
+
+async def test_an_answer_repeated_word_for_word_is_retried_warmer_then_stops_the_task(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    same = answer(f"{FENCE}bash", "echo again", FENCE)
+    with ScriptedServer(default=same) as server:
+        outcome = await Run(server, repo, actions="blocks")()
+        temperatures = [body.get("temperature") for body in server.requests]
+    assert outcome.status == "repeated" and len(temperatures) == 3
+    assert temperatures == [None, None, 0.7]  # the profile's own temperature, until the answer repeats
+
+
+async def test_after_a_failure_the_changed_files_are_shown_whole_and_a_same_rewrite_is_no_fix(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    write = answer(
+        "t.py", f"{FENCE}python", "assert 1 == 2", FENCE, "", f"{FENCE}bash", "python3 t.py", FENCE
+    )
+    same = answer("t.py", f"{FENCE}python", "assert 1 == 2", FENCE)
+    with ScriptedServer([write, same, answer("Done.")]) as server:
+        await Run(server, repo, actions="blocks")()
+        after_failure, after_same = (server.requests[i]["messages"][-1]["content"] for i in (1, 2))
+    assert "AssertionError" in after_failure and "t.py now reads:" in after_failure
+    assert "Act now:" in after_failure  # the format, again, next to where the model writes
+    assert "t.py is exactly as it was, and the last command or edit failed" in after_same
+
+
+async def test_a_pathless_snippet_about_a_named_file_gets_that_file_named_back(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    (repo / "test_fizz.py").write_text("def test_one():\n    assert fizz(1) == '1'\n")
+    snippet = answer("In `test_fizz.py`, add at the top:", f"{FENCE}python", "from fizz import fizz", FENCE)
+    with ScriptedServer([snippet, answer("Done.")]) as server:
+        await Run(server, repo, actions="blocks")()
+        feedback = server.requests[1]["messages"][-1]["content"]
+    assert "looks like a change to test_fizz.py" in feedback
+
+
+async def test_restating_a_changed_file_without_its_path_ends_the_task(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    write = answer("a.py", f"{FENCE}python", "x = 1", FENCE)
+    summary = answer("a.py now holds:", "", f"{FENCE}python", "x = 1", FENCE)
+    with ScriptedServer([write, summary]) as server:
+        outcome = await Run(server, repo, actions="blocks")()
+        assert len(server.requests) == 2
+    assert outcome.status == "completed"

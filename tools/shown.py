@@ -1,0 +1,106 @@
+"""What the model has seen of each file in this session: the read stamps that keep an edit off a file
+changed on disk since read_file showed it, and the shown-whole records without which an existing file
+is not written whole.
+
+Separate from the file tools because bash records what `cat FILE` showed too, and the blocks protocol
+and the workbench read and set these records (ToolContext.state keys READ_STAMPS and SHOWN_WHOLE).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from pathlib import Path
+
+from tools.base import ToolContext, ToolError
+from tools.workspace import OutsideWorkspace
+
+READ_STAMPS = "files.read_stamps"  # ToolContext.state key: real path -> stamp of the file read_file saw
+# ToolContext.state key: real path -> stamp of the version the model was shown whole (read_file of all of
+# it, `cat FILE`, the task message, or a file it wrote itself). Only those may be rewritten whole.
+SHOWN_WHOLE = "files.shown_whole"
+NOT_SHOWN = "you have not been shown all of it"  # in the refusal; the blocks protocol reads it back
+
+
+def file_stamp(st: os.stat_result) -> tuple[int, int, int]:
+    return (st.st_mtime_ns, st.st_size, st.st_ino)  # an editor that saves by rename changes the inode
+
+
+def remember_read(ctx: ToolContext, path: Path, st: os.stat_result) -> None:
+    ctx.state.setdefault(READ_STAMPS, {})[str(path)] = file_stamp(st)
+
+
+def refresh_stamp(ctx: ToolContext, path: Path) -> None:
+    """After our own write: the model knows what it wrote, so a stamp it had stays valid."""
+    for key in (READ_STAMPS, SHOWN_WHOLE):
+        stamps = ctx.state.get(key, {})
+        if str(path) in stamps:
+            stamps[str(path)] = file_stamp(path.stat())
+
+
+def mark_shown_whole(state: dict, path: Path) -> None:
+    """The model has seen all of `path` as it is now: it may write it whole."""
+    with contextlib.suppress(OSError):
+        state.setdefault(SHOWN_WHOLE, {})[str(path)] = file_stamp(path.stat())
+
+
+CAT_COMMAND = re.compile(r"""^\s*cat\s+(['"]?)([^\s'"|;&<>$`*?(){}]+)\1\s*$""")
+
+
+def note_shown_by_command(command: str, cwd: Path, ctx: ToolContext, output: str) -> None:
+    """`cat FILE` that printed all of FILE showed it whole, as read_file does (the blocks protocol
+    tells small models to ask for a file that way)."""
+    match = CAT_COMMAND.match(command)
+    if not match or not fits_shown(ctx, output):
+        return
+    try:
+        path = ctx.workspace.resolve(str(cwd / match.group(2)))
+    except OutsideWorkspace:
+        return
+    if path.is_file():
+        mark_shown_whole(ctx.state, path)
+
+
+def fits_shown(ctx: ToolContext, output: str) -> bool:
+    """Whether an output this long reaches the model uncut (the context caps long tool outputs)."""
+    return ctx.shown_limit is None or len(output) <= ctx.shown_limit
+
+
+def check_shown_whole(ctx: ToolContext, path: Path, rel: str, st: os.stat_result | None) -> None:
+    """Refuse a whole-file rewrite of an existing file the model was not shown whole in this session.
+
+    A small model shown one file wrote another of the same name whole from it, and 1,143 lines of a
+    library it had never read were gone (FACTS.md). An empty file has nothing to lose.
+    """
+    if st is None or st.st_size == 0:
+        return
+    if ctx.state.get(SHOWN_WHOLE, {}).get(str(path)) == file_stamp(st):
+        return
+    size = f"{st.st_size:,} bytes"
+    with contextlib.suppress(OSError):
+        if lines := path.read_bytes().count(b"\n"):
+            size = f"{lines:,} lines"
+    seen = str(path) in ctx.state.get(SHOWN_WHOLE, {})
+    why = "it changed since you were shown it" if seen else f"{NOT_SHOWN} in this session"
+    raise ToolError(
+        f"Not written: {rel} already exists ({size}) and {why}, so writing it whole would replace code "
+        f"you have not read. Change only the part you mean with a SEARCH/REPLACE edit (edit_file), or "
+        f"read the whole file first (read_file, or `cat {rel}`) and then write it whole."
+    )
+
+
+def check_fresh(ctx: ToolContext, path: Path, rel: str, st: os.stat_result | None) -> None:
+    """Refuse to change a file that changed on disk since the model read it with read_file.
+
+    Only files read with read_file carry a stamp: a file the model never read (blocks mode, which has
+    no read_file, or a file seen through bash) is not judged.
+    """
+    seen = ctx.state.get(READ_STAMPS, {}).get(str(path))
+    if seen is None or st is None or file_stamp(st) == seen:
+        return
+    raise ToolError(
+        f"{rel} changed on disk since you last read it (now {st.st_size} bytes; another program, a "
+        "command or the user changed it). It is unchanged: read it again with read_file, then make "
+        "your change against what it holds now."
+    )
