@@ -1,10 +1,10 @@
 """The TUI's three benchmarks (issue: the interactive TUI), printed as Markdown for docs/benchmarks.md.
 
-1. Token to screen (tests/frontends/tui/stream_lag.py): the scripted server (a separate process) streams a long
-   Markdown answer, --rate deltas a second on a fixed schedule (or --chunk-delay apart). For each
-   delta: the time from its arrival in the app (the event) to the first screen update after it is in
-   the answer's widget. Median and p99, early and late in the answer (a growing lag shows as late >>
-   early), how far the stream fell behind the server's schedule, and CPU time per delta.
+1. Token to screen (tests/frontends/tui/stream_lag.py): the scripted server (a separate process)
+   streams a long Markdown answer, --rate deltas a second on a fixed schedule (--rate 0: --chunk-delay
+   apart). For each delta: the time from its arrival in the app (the event) to the first screen update
+   after it is in the answer's widget. Median and p99, early and late in the answer (a growing lag
+   shows as late >> early), how far the stream fell behind the server's schedule, and CPU per delta.
 2. A 200-turn session: resumed from its transcript; the time to show it, to scroll to the top and
    back, and the process's memory.
 3. Start to typing: `agent -p PROFILE` in tmux with that profile's server already running, until a
@@ -143,16 +143,19 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=20000)
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument(
-        "--chunk-delay", type=float, default=0.001, help="seconds between deltas (0.001: ~1000/s)"
+        "--chunk-delay", type=float, default=0.001, help="with --rate 0: seconds slept after each delta"
     )
     parser.add_argument(
-        "--rate", type=float, help="deltas a second on the server's fixed schedule (instead of --chunk-delay)"
+        "--rate",
+        type=float,
+        default=2000,
+        help="deltas a second on the server's fixed schedule (issue 25: 2000)",
     )
     parser.add_argument("--stream-only", action="store_true", help="only the token-to-screen measure")
     parser.add_argument("--profile", default="tiny")
     parser.add_argument("--skip-start", action="store_true", help="skip the tmux start-to-typing measure")
     args = parser.parse_args()
-    stream = asyncio.run(token_to_screen(args.tokens, args.rate, args.chunk_delay))
+    stream = asyncio.run(token_to_screen(args.tokens, args.rate or None, args.chunk_delay))
     print("| token to screen | value |\n|---|---|")
     for key, value in stream.items():
         print(f"| {key} | {value:.3f} |" if isinstance(value, float) else f"| {key} | {value} |")

@@ -1,8 +1,9 @@
 """The conversation: prompts, streamed answers, tool calls, turn figures and notices, in order.
 
-Streamed text is written once a frame into a `LiveAnswer`, whose cost per frame is about what arrived
-in it; a finished answer (or a ~4k part of a long one) is shown as Rich Markdown, one widget each, as
-a resumed session shows it. The view stays anchored to the bottom while the user has not scrolled up.
+Streamed text comes once a frame (the app gathers deltas) and is written into a `LiveAnswer`, whose
+cost per frame is about what arrived in it; a finished answer (or a ~4k part of a long one) is shown
+as Rich Markdown, one widget each, as a resumed session shows it. The view stays anchored to the
+bottom while the user has not scrolled up.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from typing import Any
 
 from rich.text import Text
 from textual.containers import VerticalScroll
-from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Collapsible, Static
 
@@ -22,7 +22,6 @@ from agent.frontends.tui.widgets.tool_call import ToolCallView
 from agent.store.telemetry import TurnStats
 
 SPLIT_CHARS = 4000  # a streamed answer's complete blocks beyond this become a past answer
-FRAME_S = 1 / 30  # streamed text is written at most this often
 
 
 class Conversation(VerticalScroll):
@@ -30,10 +29,8 @@ class Conversation(VerticalScroll):
         super().__init__(id="conversation")
         self._answer: LiveAnswer | None = None
         self._reasoning: LiveAnswer | None = None
-        self._unwritten = ""  # answer text that waits for the next frame
-        self._unwritten_reasoning = ""
-        self._frame: Timer | None = None
         self._writing = asyncio.Lock()
+        self._part_due = False
         self._calls: dict[str, ToolCallView] = {}
 
     def on_mount(self) -> None:
@@ -48,55 +45,39 @@ class Conversation(VerticalScroll):
         await self.add(_prompt_line(text))
 
     async def text(self, delta: str) -> None:
-        """Text is written at most once a frame: a fast stream costs one screen update per frame."""
-        if self._reasoning is not None:
-            async with self._writing:
-                await self._end_reasoning()
-        self._unwritten += delta
-        self._next_frame()
+        """A frame's text (the app gathers deltas into frames), written at once."""
+        async with self._writing:
+            await self._end_reasoning()
+            if self._answer is None:
+                self._answer = await self.add(LiveAnswer(classes="answer"))
+            self._answer.write(delta)
+            if len(self._answer.settled) > SPLIT_CHARS and not self._part_due:
+                # A long answer's complete blocks become a past answer: the live part stays short,
+                # so what a frame costs (a settle, a width change) does not grow with the answer.
+                # (After this frame is drawn, as the live answer's settling; in this widget's
+                # message loop, not the screen's, which runs what waits for a refresh.)
+                self._part_due = True
+                self.call_after_refresh(self.call_later, self._close_part)
+
+    async def _close_part(self) -> None:
+        async with self._writing:
+            self._part_due = False
+            if self._answer is not None and len(self._answer.settled) > SPLIT_CHARS:
+                await self.mount(_past_answer(self._answer.take_settled()), before=self._answer)
 
     async def reasoning(self, delta: str) -> None:
-        if self._reasoning is None:
-            async with self._writing:
-                await self._write_frame()  # the answer so far stays above the new box
+        async with self._writing:
+            if self._reasoning is None:
                 body = LiveAnswer(classes="reasoning-text")
                 await self.add(Collapsible(body, title="reasoning", collapsed=True, classes="reasoning"))
                 self._reasoning = body
-        self._unwritten_reasoning += delta
-        self._next_frame()
-
-    def _next_frame(self) -> None:
-        if self._frame is None:
-            self._frame = self.set_timer(FRAME_S, self._on_frame)
-
-    async def _on_frame(self) -> None:
-        async with self._writing:
-            await self._write_frame()
-
-    async def _write_frame(self) -> None:
-        """(With `_writing` held: the frame timer runs in this widget's message loop, the events
-        that end a stream in the app's, and a mount lets the other run in between.)"""
-        if self._frame is not None:
-            self._frame.stop()
-            self._frame = None
-        if self._unwritten_reasoning and self._reasoning is not None:
-            self._reasoning.write(self._unwritten_reasoning)
-        self._unwritten_reasoning = ""
-        delta, self._unwritten = self._unwritten, ""
-        if not delta:
-            return
-        if self._answer is None:
-            self._answer = await self.add(LiveAnswer(classes="answer"))
-        self._answer.write(delta)
-        if len(self._answer.settled) > SPLIT_CHARS:
-            # A long answer's complete blocks become a past answer: the live part stays short, so
-            # what a frame costs (layout, a width change, the final render) does not grow with it.
-            await self.mount(_past_answer(self._answer.take_settled()), before=self._answer)
+            self._reasoning.write(delta)
 
     async def end_stream(self) -> None:
+        """(Changes to the stream hold `_writing`: a worker (the replay of a resumed session) may
+        clear the conversation while a handler is at a mount.)"""
         async with self._writing:
             await self._end_reasoning()
-            await self._write_frame()
             await self._close_answer()
 
     async def _close_answer(self) -> None:
@@ -109,7 +90,6 @@ class Conversation(VerticalScroll):
 
     async def _end_reasoning(self) -> None:
         if self._reasoning is not None:
-            await self._write_frame()
             reasoning, self._reasoning = self._reasoning, None
             reasoning.finish()
 

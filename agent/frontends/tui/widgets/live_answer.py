@@ -3,9 +3,10 @@
 Textual's Markdown widget mounts a widget per block and parses and styles the last block again on
 every write: a code block being written is highlighted again, whole, each frame, and at 2,000 tokens
 a second the screen fell seconds behind. Here the complete blocks are rendered by Rich's Markdown,
-as the finished answer looks, at most every SETTLE_S; the block being written after them is plain
-text, wrapped one source line at a time and kept, so only the line being written is wrapped again.
-Lines are drawn through the line API: the layout asks only for a height.
+as the finished answer looks, at most every SETTLE_S and after the frame that completed them is
+drawn; the block being written after them is plain text, wrapped one source line at a time and kept,
+so only the line being written is wrapped again. Lines are drawn through the line API: the layout
+asks only for a height.
 
 The conversation hands each ~4k of complete blocks, and the finished answer, to a Static as a past
 answer, with the lines already rendered (`RenderedOnce`).
@@ -23,7 +24,7 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-SETTLE_S = 0.2  # complete blocks are rendered as Markdown at most this often (~3 ms + 2.5 ms/KB)
+SETTLE_S = 0.3  # complete blocks are rendered as Markdown at most this often (~3 ms + 2.5 ms/KB)
 
 
 class RenderedOnce:
@@ -60,6 +61,7 @@ class LiveAnswer(Widget):
         self._blank = False  # the last line read was blank
         self._block_start = 0  # where the newest complete top-level block ends
         self._settled_at = 0.0
+        self._settle_due = False
 
     @property
     def settled(self) -> str:
@@ -71,15 +73,27 @@ class LiveAnswer(Widget):
         changed = rows - len(self._writing)  # the rows above stay as they are
         self.source += text
         self._read_blocks()
-        if self._block_start > self._settled and time.monotonic() - self._settled_at >= SETTLE_S:
-            changed = 0
-            self._settle(self._block_start)
         if self._width:
             self._wrap_plain()
         if self._rows != rows:
             self.refresh(layout=True)
         else:  # the line being written grew: at a local model's pace, most frames
             self.refresh(Region(0, changed, self._width, rows - changed))
+        if (
+            not self._settle_due
+            and self._block_start > self._settled
+            and time.monotonic() - self._settled_at >= SETTLE_S
+        ):
+            # After this frame is drawn: its text shows first, plain, and the render (10-25 ms)
+            # delays no frame's text.
+            self._settle_due = True
+            self.call_after_refresh(self._settle_blocks)
+
+    def _settle_blocks(self) -> None:
+        self._settle_due = False
+        if self.is_attached and self._block_start > self._settled:
+            self._settle(self._block_start)
+            self.refresh(layout=True)
 
     def finish(self) -> None:
         """Everything as Markdown (for reasoning: its box stays)."""
