@@ -12,6 +12,7 @@
 
     python examples/bench_tui.py [--tokens 20000] [--rate 2000] [--turns 200] [--profile tiny] [--skip-start]
     python examples/bench_tui.py --tokens 20000 --rate 2000 --stream-only
+    python examples/bench_tui.py --real tiny-ngram --stream-only    # a real server (the GPU's rate)
 """
 
 from __future__ import annotations
@@ -154,8 +155,14 @@ def main() -> None:
     parser.add_argument("--stream-only", action="store_true", help="only the token-to-screen measure")
     parser.add_argument("--profile", default="tiny")
     parser.add_argument("--skip-start", action="store_true", help="skip the tmux start-to-typing measure")
+    parser.add_argument(
+        "--real",
+        metavar="PROFILE",
+        help="token to screen from this profile's real server, which the app starts (its max_tokens "
+        "sets the length; a GPU's own rate) instead of the scripted one",
+    )
     args = parser.parse_args()
-    stream = asyncio.run(token_to_screen(args.tokens, args.rate or None, args.chunk_delay))
+    stream = asyncio.run(token_to_screen(args.tokens, args.rate or None, args.chunk_delay, profile=args.real))
     print("| token to screen | value |\n|---|---|")
     for key, value in stream.items():
         print(f"| {key} | {value:.3f} |" if isinstance(value, float) else f"| {key} | {value} |")

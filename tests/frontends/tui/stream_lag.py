@@ -166,20 +166,29 @@ class _Written:
         return update
 
 
-async def token_to_screen(deltas: int, rate: float | None = None, chunk_delay: float = 0.001) -> dict:
+async def token_to_screen(
+    deltas: int, rate: float | None = None, chunk_delay: float = 0.001, profile: str | None = None
+) -> dict:
     """Stream `deltas` deltas of a Markdown answer: at `rate` a second on the server's fixed schedule,
     else with `chunk_delay` between them. Returns the delays' median and p99 (ms), overall and in the
-    first and last tenth of the stream, how far the deltas fell behind the schedule, and CPU."""
-    text = answer_text(deltas * CHARS_PER_DELTA)
-    pace = {"chunks_per_s": rate} if rate else {"chunk_delay": chunk_delay}
-    proc, url = scripted_server([{"content": text, **pace}])
+    first and last tenth of the stream, how far the deltas fell behind the schedule, and CPU.
+
+    With `profile`, the app starts that profile's real llama-server instead (a GPU's own rate, issue
+    25): the answer is whatever the model writes, as long as the profile's max_tokens."""
+    proc = url = None
+    if profile is None:
+        text = answer_text(deltas * CHARS_PER_DELTA)
+        pace = {"chunks_per_s": rate} if rate else {"chunk_delay": chunk_delay}
+        proc, url = scripted_server([{"content": text, **pace}])
+    else:
+        rate = None  # the model sets the pace
     arrivals: list[tuple[float, int]] = []  # (time, answer length after this delta)
     try:
         ws = git_workspace(Path(tempfile.mkdtemp(prefix="token-to-screen-ws-")))
-        app = make_app(ws, base_url=url)
+        app = make_app(ws, base_url=url, profile=profile)
         with _Written() as written:
             async with app.run_test(size=SIZE) as pilot:
-                await wait_for(pilot, lambda: app.ready, timeout=30, what="the server")
+                await wait_for(pilot, lambda: app.ready, timeout=30 if proc else 600, what="the server")
                 app.prompt.cursor_blink = False
                 forward = app.session.emit_ui
                 length = 0
@@ -198,8 +207,9 @@ async def token_to_screen(deltas: int, rate: float | None = None, chunk_delay: f
                 cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
                 await pilot.pause()  # the last frame drawn
     finally:
-        proc.kill()
-        proc.wait()
+        if proc is not None:
+            proc.kill()
+            proc.wait()
     delays, j, drawn = [], 0, written.drawn
     for arrived, needed in arrivals:
         while j < len(drawn) and (drawn[j][1] < needed or drawn[j][0] < arrived):
