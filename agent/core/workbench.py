@@ -179,6 +179,27 @@ class Workbench:
         return done.notice if done else None
 
 
+def changes_lines(changes: list[dict], limit: int = 20) -> list[str]:
+    """The files a run changed, each with its lines added and deleted; a big deletion is flagged."""
+    if not changes:
+        return []
+    lines = [f"changed {len(changes)} file{'s' if len(changes) != 1 else ''} (lines added, deleted):"]
+    for change in changes[:limit]:
+        added, deleted = change.get("added"), change.get("deleted")
+        if added is None:
+            lines.append(f"  {change['path']}  (binary)")
+            continue
+        flag = (
+            "   <- deleted more than it added; `agent undo` restores it"
+            if deleted > max(20, 2 * added)
+            else ""
+        )
+        lines.append(f"  {change['path']}  +{added} -{deleted}{flag}")
+    if len(changes) > limit:
+        lines.append(f"  ... and {len(changes) - limit} more (`git status`)")
+    return lines
+
+
 def shown_in_history(history: list[dict], workspace: Path) -> list[Path]:
     """Files whose current text the resumed conversation holds whole: written by the model (a
     write_file call, a whole-file block) or shown to it in a task message. A resumed session may

@@ -23,6 +23,7 @@ import sys
 from argparse import Namespace
 from pathlib import Path
 
+from agent.core.workbench import changes_lines
 from agent.errors import AgentError
 from agent.events import Event, ReasoningDelta, TextDelta
 from agent.session.task_run import EXIT, TaskRequest, TaskResult, run_task_blocking
@@ -103,27 +104,6 @@ def explain(result: TaskResult) -> None:
     lines.append(f"{result.status} · {summary_line(result.summary)} · session {session_id}")
     lines.append(f"  agent stats {session_id}  |  agent run --resume {session_id}")
     print(redact("\n".join(lines)), file=sys.stderr)
-
-
-def changes_lines(changes: list[dict], limit: int = 20) -> list[str]:
-    """The files a run changed, each with its lines added and deleted; a big deletion is flagged."""
-    if not changes:
-        return []
-    lines = [f"changed {len(changes)} file{'s' if len(changes) != 1 else ''} (lines added, deleted):"]
-    for change in changes[:limit]:
-        added, deleted = change.get("added"), change.get("deleted")
-        if added is None:
-            lines.append(f"  {change['path']}  (binary)")
-            continue
-        flag = (
-            "   <- deleted more than it added; `agent undo` restores it"
-            if deleted > max(20, 2 * added)
-            else ""
-        )
-        lines.append(f"  {change['path']}  +{added} -{deleted}{flag}")
-    if len(changes) > limit:
-        lines.append(f"  ... and {len(changes) - limit} more (`git status`)")
-    return lines
 
 
 def print_json_error(exc: AgentError) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.core.loop import Agent, Approver, Limits, Outcome
-from agent.core.workbench import Workbench
+from agent.core.workbench import Workbench, changes_lines
 from agent.errors import AgentError
 from agent.events import ErrorEvent, Event, Notice
 from agent.server.diagnose import log_tail
@@ -171,6 +171,11 @@ class InteractiveSession:
             self.emit(ErrorEvent("interrupted", "interrupted: the model's work stopped here", fatal=False))
             raise
         self.outcomes.append(outcome)
+        # What this prompt changed, file by file, so that a large deletion cannot go unseen (as at
+        # the end of `agent run`); `task_start` is this prompt's first checkpoint.
+        changed = changes_lines(self.workbench.changes())
+        if changed:
+            self.emit(Notice("\n".join(changed)))
         if self.settings.auto_commit and outcome.status == "completed":
             note = self.workbench.auto_commit(f"agent: {text.splitlines()[0][:60]}")
             if note:

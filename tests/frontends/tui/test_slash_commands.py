@@ -41,6 +41,9 @@ async def test_undo_after_an_edit_restores_the_file_and_says_what_changed(tmp_pa
             await wait_for(pilot, lambda: "turn 2 ·" in screen_text(app))
             assert (ws / "app.py").read_text() == "x = 2\n"
             assert app.status.checkpoints == 1
+            # What the prompt changed, file by file, as `agent run` ends with.
+            assert "changed 1 file (lines added, deleted):" in screen_text(app)
+            assert "app.py  +1 -1" in screen_text(app)
             await send(pilot, "/diff")
             await pilot.pause()
             assert "+x = 2" in screen_dump(app)
