@@ -9,6 +9,8 @@ import sys
 from argparse import Namespace
 from pathlib import Path
 
+from rich.markup import escape
+
 from agent import __version__
 from agent.errors import AgentError
 from agent.frontends import console
@@ -28,6 +30,8 @@ OK, WARN, BAD = "[green]✓[/]", "[yellow]![/]", "[red]✗[/]"
 
 
 def _line(mark: str, what: str, detail: str = "") -> None:
+    # `what` and `detail` are plain text: Rich would take "spec-agent[coder]" for a style and drop it.
+    what, detail = escape(what), escape(detail)
     console.out.print(f" {mark} {what}" + (f"  [dim]{detail}[/]" if detail else ""))
 
 

