@@ -1,14 +1,18 @@
-"""Print the figures of `agent bench --out DIR`'s results.json: python3 examples/gpu_figures_summary.py DIR..."""
+"""Print the summary figures of `agent bench --out DIR` (its results.json), one line per profile.
+
+python3 examples/gpu_figures_summary.py DIR...
+"""
 
 import json
 import sys
+from pathlib import Path
 
-for d in sys.argv[1:]:
+for folder in sys.argv[1:]:
     try:
-        r = json.load(open(f"{d}/results.json"))
-    except Exception as e:
-        print(d, "no results:", e)
+        results = json.loads(Path(folder, "results.json").read_text())
+    except (OSError, ValueError) as exc:
+        print(folder, "no results:", exc)
         continue
-    for name, s in r.get("summary", {}).items():
-        keep = {k: v for k, v in s.items() if not isinstance(v, (list, dict))}
-        print(d, name, json.dumps(keep)[:900])
+    for name, summary in results.get("summary", {}).items():
+        flat = {k: v for k, v in summary.items() if not isinstance(v, (list, dict))}
+        print(folder, name, json.dumps(flat)[:900])
