@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -247,6 +247,12 @@ class Completion:
     stats: TurnStats
     complete: bool = True  # False: the stream ended without a finish reason (cut off)
     repetition: int | None = None  # the stream was cut because it repeated a unit of this many chars
+    stopped: str = ""  # why `stop` ended the stream early (its content is what `stop` kept)
+
+
+# Given the answer so far, (the text to keep, why) when the rest is not worth generating: the action
+# protocol's `stream_stop` (a whole-file block for a file whose write would be refused).
+StreamStop = Callable[[str], "tuple[str, str] | None"]
 
 
 @dataclass
@@ -383,9 +389,11 @@ class ModelClient:
         messages: list[dict],
         tools: list[dict] | None = None,
         tool_choice: str = "auto",
+        stop: StreamStop | None = None,
         **overrides: Any,
     ) -> AsyncIterator[TextDelta | ReasoningDelta | Completion]:
-        """Stream one completion. Yields deltas, then exactly one Completion (or raises an LLMError)."""
+        """Stream one completion. Yields deltas, then exactly one Completion (or raises an LLMError).
+        `stop` is asked at each new line of text whether to end the answer there."""
         model = await self.model_name()
         request = self._request(messages, tools or [], tool_choice, overrides)
         before = await self._draft_counters()
@@ -400,6 +408,7 @@ class ModelClient:
         first = last = None
         streamed = False
         looped: int | None = None
+        stopped: tuple[str, str] | None = None
         checked_at = 0
         size = 0
         chunks = stream.__aiter__()
@@ -434,6 +443,8 @@ class ModelClient:
                         if size - checked_at >= REPEAT_CHECK_EVERY:
                             checked_at = size
                             looped = repeating_tail("".join(text))
+                        if stop is not None and "\n" in delta.content:
+                            stopped = stop("".join(text))
                     thought = (delta.model_extra or {}).get("reasoning_content")
                     if thought:
                         reasoning.append(thought)
@@ -452,7 +463,7 @@ class ModelClient:
                         now = time.monotonic()
                         first = first or now
                         last = now
-                if looped:
+                if looped or stopped:
                     break  # closing the stream below makes llama-server stop generating
         except Exception as exc:
             raise map_error(exc, partial=streamed, opened=True) from exc
@@ -492,11 +503,21 @@ class ModelClient:
             for index, slot in sorted(calls.items())
         ]
         content = "".join(text)
-        if looped:
+        why = ""
+        if stopped:
+            content, why = stopped  # what `stop` kept is whole: read as a finished answer
+            finish = finish or "stop"
+        elif looped:
             finish = None  # cut by us: what it was writing is unfinished
             content = one_copy(content, looped)
         yield Completion(
-            content, "".join(reasoning), tool_calls, stats, complete=finish is not None, repetition=looped
+            content,
+            "".join(reasoning),
+            tool_calls,
+            stats,
+            complete=finish is not None,
+            repetition=None if stopped else looped,
+            stopped=why,
         )
 
     async def _open(self, model: str, request: dict) -> Any:

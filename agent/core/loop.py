@@ -154,6 +154,7 @@ class Agent:
             self.messages,
             self.actions.request_tools(self.tools),
             self.tool_choice,
+            stop=lambda text: self.actions.stream_stop(text, self.ctx),
             **{**self.request_overrides, **self._guard.nudge},
         ):
             if isinstance(item, Completion):
@@ -161,7 +162,9 @@ class Agent:
             else:
                 self.emit(item)
         assert completion is not None
-        if completion.repetition:
+        if completion.stopped:
+            self.emit(Notice(completion.stopped))
+        elif completion.repetition:
             self.emit(Notice("the model's answer kept repeating itself; it was cut, and the loop kept once"))
         elif not completion.complete:
             self.emit(

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from agent.core.llm import Completion, ToolCall
-from tools.base import ToolRegistry, ToolResult
+from tools.base import ToolContext, ToolRegistry, ToolResult
 
 ActionsMode = Literal["tools", "blocks"]
 
@@ -41,6 +41,10 @@ class ActionProtocol(Protocol):
     def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]: ...
 
     def read(self, completion: Completion, tools: ToolRegistry) -> ReadAnswer: ...
+
+    def stream_stop(self, text: str, ctx: ToolContext) -> tuple[str, str] | None:
+        """While the answer streams: (the text to keep, why) to end it now, else None."""
+        ...
 
     def history_message(self, answer: ReadAnswer) -> dict[str, Any]: ...
 

@@ -66,6 +66,27 @@ async def test_tiny_stats_equal_the_servers_own_accounting_and_have_no_draft_fie
     assert s.ttft_s > 0 and s.client_tokens_per_second > 0
 
 
+async def test_a_stream_stopped_early_keeps_what_stop_kept_and_the_server_stops_generating(tiny_server):
+    # The blocks protocol stops an answer that began writing whole a file it was not shown: closing
+    # the stream must end llama-server's generation too, or the next request waits behind it (-np 1).
+    client = client_for(tiny_server)
+    before = counters(tiny_server.base_url)
+
+    def first_line(text: str) -> tuple[str, str] | None:
+        return (text[: text.index("\n") + 1], "first line only") if "\n" in text else None
+
+    prompt = "Repeat these lines:\n" + "".join(f"line {i} of the file\n" for i in range(40))
+    cut = await complete(client, prompt, max_tokens=3000, temperature=0, stop=first_line)
+    after_cut = await complete(client, "def f(x):", max_tokens=8)  # served once the slot is free
+    after = counters(tiny_server.base_url)
+    await client.close()
+    assert cut.stopped == "first line only" and cut.complete
+    assert cut.content.endswith("\n") and cut.content.count("\n") == 1
+    assert after_cut.stats.predicted_n == 8
+    # Left running, the cut answer alone would have been 3,000 tokens (the base model never stops).
+    assert after["llamacpp:tokens_predicted_total"] - before["llamacpp:tokens_predicted_total"] < 500
+
+
 async def test_tiny_ngram_draft_figures_match_the_metrics_deltas(tiny_ngram_server):
     client = client_for(tiny_ngram_server, "tiny-ngram")
     before = counters(tiny_ngram_server.base_url)

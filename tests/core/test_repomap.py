@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent.core.repomap import named_files, outline, repository_view, text_files
-from agent.events import ApprovalAnswer, ApprovalRequested, PermissionDecided
+from agent.events import ApprovalAnswer, ApprovalRequested, Notice, PermissionDecided
 from agent.protocols.base import fence_for
 from tests.core.test_loop import Run, git_repo
 from tests.frontends.test_headless import agent, task_file
@@ -160,6 +160,44 @@ async def test_a_whole_file_block_over_a_long_file_never_shown_is_refused_and_th
     assert (root / "src/pkg/utils.py").read_text() == before  # not one line lost
     assert "Not written: src/pkg/utils.py already exists (1,1" in told
     assert "you have not been shown all of it" in told and "SEARCH/REPLACE" in told
+
+
+async def test_an_answer_writing_a_file_never_shown_whole_is_stopped_at_its_first_line(tmp_path):
+    """On a CPU the 1.5B spent minutes writing out a 700-line file whose write was then refused: the
+    stream now ends at the block's first line of code, and the refusal reaches the model as before."""
+    root = library(tmp_path / "lib")
+    before = (root / "src/pkg/utils.py").read_text()
+    rewrite = answer("I will rewrite it.", "", "src/pkg/utils.py", f"{FENCE}python", before.rstrip(), FENCE)
+    with ScriptedServer([rewrite, answer("Done.")], n_ctx=8192) as server:
+        run = Run(server, root, actions="blocks")
+        await run("In src/pkg/utils.py, add a function helper_sum(a, b) that returns a + b.")
+        kept = server.requests[1]["messages"][-2]["content"]
+        told = server.requests[1]["messages"][-1]["content"]
+    first_line = before.splitlines()[0]
+    # What the history keeps is the answer up to that first line, with its fence closed.
+    assert kept == f"I will rewrite it.\n\nsrc/pkg/utils.py\n{FENCE}python\n{first_line}\n{FENCE}\n"
+    assert "you have not been shown all of it" in told and "SEARCH/REPLACE" in told
+    assert (root / "src/pkg/utils.py").read_text() == before
+    assert any("began writing src/pkg/utils.py whole" in n.message for n in run.of(Notice))
+
+
+async def test_an_answer_writing_a_new_file_or_one_shown_whole_streams_to_its_end(tmp_path):
+    root = git_repo(tmp_path / "r")
+    (root / "small.py").write_text("x = 1\n")  # shown whole in the task message
+    script = [
+        answer(
+            *["small.py", f"{FENCE}python", "x = 2", "y = 3", FENCE, ""],
+            *["new.py", f"{FENCE}python", "a = 1", "b = 2", FENCE],
+        ),
+        answer("Done."),
+    ]
+    with ScriptedServer(script) as server:
+        run = Run(server, root, actions="blocks")
+        outcome = await run("Set x to 2 and add y = 3 in small.py; create new.py")
+    assert outcome.status == "completed", outcome.error
+    assert (root / "small.py").read_text() == "x = 2\ny = 3\n"
+    assert (root / "new.py").read_text() == "a = 1\nb = 2\n"
+    assert not [n for n in run.of(Notice) if "began writing" in n.message]
 
 
 async def test_a_file_read_whole_with_cat_may_then_be_rewritten(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 from agent.protocols.edit_blocks.parser import (
     Action,
     ParsedAnswer,
+    open_whole_file_block,
     parse_answer,
     path_from_line,
     to_tool_calls,
@@ -415,3 +416,39 @@ def test_a_comment_naming_a_file_on_a_fences_first_line_is_its_path():
 def test_an_ordinary_first_line_comment_is_not_a_path():
     parsed = parse_answer("```python\n# compute the total\nx = 1\n```\n")
     assert not parsed.actions and len(parsed.problems) == 1
+
+
+# ---------------------------------------------------------------------------------------------- while streaming
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        (f"Here is the fix.\n\nsrc/attr/validators.py\n{F}python\n# SPDX\n", "src/attr/validators.py"),
+        (f"src/a.py\n{F}python\n\nimport os\n", "src/a.py"),  # blank lines first: the first code line
+        (f"{F}python\n# src/a.py\nimport os\n", "src/a.py"),  # the label comment names it
+        (f"{F}python src/a.py\nimport os\n", "src/a.py"),  # the info string names it
+    ],
+)
+def test_a_whole_file_block_is_seen_at_its_first_line_of_code(text, path):
+    kept, found = open_whole_file_block(text)
+    assert found == path
+    assert kept == text + F + "\n"  # the answer so far, the block closed
+    assert parse_answer(kept).actions[-1].path == path
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"src/a.py\n{F}python\n<<<<<<< SEARCH\n",  # an edit, not a whole file
+        f"src/a.py\n{F}python\nimp",  # the first line is not complete yet
+        f"src/a.py\n{F}python\n\n",  # no code yet
+        f"{F}python\nimport os\n",  # no path: the reader refuses it anyway
+        f"run:\n{F}bash\nls\n",  # a command
+        f"README.md\n{F}markdown\n# Title\n",  # Markdown holds fences of its own
+        f"src/a.py\n{F}python\nimport os\n{F}\nDone.\n",  # closed: nothing to stop
+        f"src/a.py\n{F}python\n" + "".join(f"x{i} = {i}\n" for i in range(8)),  # begun long ago
+    ],
+)
+def test_nothing_else_is_taken_for_a_whole_file_block_being_written(text):
+    assert open_whole_file_block(text) is None

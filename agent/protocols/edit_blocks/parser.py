@@ -87,6 +87,42 @@ def parse_answer(text: str, cut_off: bool = False) -> ParsedAnswer:
     return ParsedAnswer(reader.actions, reader.problems)
 
 
+def open_whole_file_block(text: str) -> tuple[str, str] | None:
+    """While an answer streams: if its complete lines end just after the first line of code of a
+    fenced block that writes a file whole, (the answer so far with that block closed, the block's
+    path). Only a block that has just begun: its fence at most four lines back."""
+    # Asked at every new line of a stream: look at the whole answer only when a fence is near its end.
+    if not any(_opening_fence(line) for line in text.rsplit("\n", 6)[:-1]):
+        return None
+    lines = text.split("\n")[:-1]  # the last piece is a line still being written
+    for back in range(2, min(5, len(lines)) + 1):
+        fence = _opening_fence(lines[-back])
+        body = lines[len(lines) - back + 1 :]
+        if fence is None or any(_closes(line, fence.char, fence.length) for line in body):
+            continue
+        tag, path = _split_info(fence.info)
+        before = next((line for line in reversed(lines[:-back]) if line.strip()), "")
+        path = path_from_line(before) or path
+        code = body
+        if not path and (path := _path_comment(body)):
+            code = body[body.index(next(line for line in body if line.strip())) + 1 :]
+        if (
+            not path
+            or not any(line.strip() for line in code)
+            or any(_HEAD.match(line) for line in code)
+            or tag in SHELL_TAGS | DIFF_TAGS
+            or _is_markdown(tag, path)
+        ):
+            return None
+        kept = "\n".join([*lines, " " * fence.indent + fence.char * fence.length]) + "\n"
+        # The reader must see the same thing: a write of that path, last.
+        actions = parse_answer(kept).actions
+        if actions and actions[-1].kind == "write" and actions[-1].path == path:
+            return kept, path
+        return None
+    return None
+
+
 def to_tool_calls(actions: Iterable[Action]) -> list[ToolCall]:
     """The tool calls that carry out `actions`: write_file, edit_file and bash, with ids block_1, block_2..."""
     calls = []

@@ -13,11 +13,11 @@ from typing import Any
 
 from agent.core.llm import Completion, ToolCall
 from agent.protocols.base import ActionsMode, ReadAnswer, fence_for, stopped_at_limit
-from agent.protocols.edit_blocks.parser import Action, parse_answer, to_tool_calls
+from agent.protocols.edit_blocks.parser import Action, open_whole_file_block, parse_answer, to_tool_calls
 from agent.protocols.edit_blocks.prompt import BLOCKS_REMINDER, BLOCKS_REMINDER_PARTLY
-from tools.base import ToolRegistry, ToolResult
+from tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 from tools.search import workspace_files
-from tools.shown import NOT_SHOWN
+from tools.shown import NOT_SHOWN, check_shown_whole
 from tools.workspace import OutsideWorkspace, Workspace
 
 SHOWN_FILE_LIMIT = 12_000  # characters of an edited file shown back to the model after the change
@@ -52,6 +52,30 @@ class BlockActions:
 
     def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]:
         return []  # no schemas: the chat template then says nothing of JSON tool calls
+
+    def stream_stop(self, text: str, ctx: ToolContext) -> tuple[str, str] | None:
+        """End the answer as soon as it starts writing whole an existing file that the model was not
+        shown whole: the write would be refused whatever follows, and on a CPU the 1.5B spent minutes
+        writing out a 700-line file before hearing so (real-attrs-fix-number-validators). What is
+        kept is the answer up to the block's first line, with the fence closed, so that the refusal
+        and its reason reach the model as usual."""
+        block = open_whole_file_block(text)
+        if block is None:
+            return None
+        kept, path = block
+        rel = self._known_path(Action("write", path, "")).path or path
+        try:
+            target = self.workspace.resolve(rel)
+            check_shown_whole(ctx, target, rel, target.stat() if target.is_file() else None)
+        except ToolError:
+            why = (
+                f"the model began writing {rel} whole, which it was not shown whole: its answer was "
+                "stopped there, as the write would be refused (the model is told why)"
+            )
+            return kept, why
+        except (OSError, OutsideWorkspace):
+            return None  # the tool layer says what is wrong once the block is written
+        return None
 
     def read(self, completion: Completion, tools: ToolRegistry) -> ReadAnswer:
         parsed = parse_answer(

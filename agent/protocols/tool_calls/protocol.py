@@ -10,7 +10,7 @@ from agent.core.history import assistant_message
 from agent.core.llm import Completion, ToolCall
 from agent.protocols.base import ActionsMode, ReadAnswer, stopped_at_limit
 from agent.protocols.tool_calls.parser import calls_from_text
-from tools.base import ToolRegistry, ToolResult, parameters_of
+from tools.base import ToolContext, ToolRegistry, ToolResult, parameters_of
 
 FENCED_CODE = re.compile(r"^```[ \t]*(\w[\w+-]*)?[ \t]*$", re.M)
 MAX_TOOL_CORRECTIONS = 2  # per task: then prose is taken as the answer (mini-swe-agent's format error)
@@ -32,6 +32,9 @@ class ToolCallActions:
 
     def after_failed_check(self, feedback: str) -> str:
         return feedback  # a model that calls tools reads the files again itself
+
+    def stream_stop(self, text: str, ctx: ToolContext) -> tuple[str, str] | None:
+        return None  # a write_file call's arguments come whole, and its guard refuses it then
 
     def read(self, completion: Completion, tools: ToolRegistry) -> ReadAnswer:
         calls, content = completion.tool_calls, completion.content
