@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
 import uuid
@@ -21,6 +22,12 @@ from tools.base import ToolContext
 from tools.workspace import Workspace
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+# A suite started in the background by a non-interactive shell (`pytest &`, `nohup .ci/run &`) inherits
+# SIGINT ignored, and so would every agent it starts: the Ctrl-C tests then failed for the launcher's
+# sake (seen 2026-12-05). A handler, unlike SIG_IGN, is reset at exec, so children get Ctrl-C back.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 AGENT_ENV = ("AGENT_PROFILE", "AGENT_BASE_URL", "AGENT_API_KEY", "AGENT_MODELS_DIR", "LLAMA_SERVER_BIN")
 
 
