@@ -15,72 +15,29 @@ OUT=${OUT:-/tmp/out}; RES=/tmp/res/$1; mkdir -p $OUT $RES
 trap 'tar czf $OUT/$1.tgz -C /tmp/res $1 2>/dev/null' EXIT
 agent() { python3 -m agent "$@"; }
 stamp() { echo "== $(date +%T) $*"; }
+# profile NAME MODEL PORT MAX_TOKENS DESCRIPTION [SPECULATIVE_TYPE]: a profile on the embedded build in
+# the config folder. The embedded tiny model samples as the `tiny` profile does; a random model greedily.
+profile() {
+  local sampling="temperature = 0.0"
+  [ "$2" = embedded ] && sampling=$'temperature = 0.7\ntop_k = 64\ntop_p = 0.95\nmin_p = 0.0'
+  {
+    printf 'description = "%s"\nbinary = "embedded"\nmodel = "%s"\nport = %s\nctx_size = 16384\n' "$5" "$2" "$3"
+    echo 'chat_template_file = "embedded:google-gemma-4-31B-it.jinja"'
+    echo 'args = ["-np", "1", "--jinja", "--metrics"]'
+    echo 'auto = false'
+    printf '[sampling]\n%s\nmax_tokens = %s\n' "$sampling" "$4"
+    if [ -n "$6" ]; then printf '\n[speculative]\ntype = "%s"\n' "$6"; fi
+  } > $AGENT_CONFIG_DIR/profiles/$1.toml
+}
 case $1 in
 setup)
   stamp setup
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl || exit 1
-  mkdir -p $AGENT_CACHE_DIR/src $AGENT_CONFIG_DIR/profiles && cp .gpu/src/*.tar.gz $AGENT_CACHE_DIR/src/ && 
-  cat > $AGENT_CONFIG_DIR/profiles/random15q4.toml <<'TOML'
-description = "random weights in Qwen2.5-Coder's shapes, Q4_K (examples/random_gguf.py): speed only"
-binary = "embedded"
-model = "/tmp/q15.gguf"
-port = 8942
-ctx_size = 16384
-chat_template_file = "embedded:google-gemma-4-31B-it.jinja"
-args = ["-np", "1", "--jinja", "--metrics"]
-auto = false
-[sampling]
-temperature = 0.0
-max_tokens = 400
-TOML
-  cat > $AGENT_CONFIG_DIR/profiles/random32.toml <<'TOML'
-description = "random weights in Qwen2.5-Coder's shapes, Q4_K (examples/random_gguf.py): speed only"
-binary = "embedded"
-model = "/tmp/q32.gguf"
-port = 8941
-ctx_size = 16384
-chat_template_file = "embedded:google-gemma-4-31B-it.jinja"
-args = ["-np", "1", "--jinja", "--metrics"]
-auto = false
-[sampling]
-temperature = 0.0
-max_tokens = 400
-TOML
-  cat > $AGENT_CONFIG_DIR/profiles/tiny-long.toml <<'TOML'
-description = "tiny, 4000 tokens an answer (the TUI at the GPU's rate)"
-binary = "embedded"
-model = "embedded"
-port = 8931
-ctx_size = 16384
-chat_template_file = "embedded:google-gemma-4-31B-it.jinja"
-args = ["-np", "1", "--jinja", "--metrics"]
-auto = false
-[sampling]
-temperature = 0.7
-top_k = 64
-top_p = 0.95
-min_p = 0.0
-max_tokens = 4000
-TOML
-  cat > $AGENT_CONFIG_DIR/profiles/tiny-ngram-long.toml <<'TOML'
-description = "tiny-ngram, 4000 tokens an answer (the TUI at the GPU rate)"
-binary = "embedded"
-model = "embedded"
-port = 8932
-ctx_size = 16384
-chat_template_file = "embedded:google-gemma-4-31B-it.jinja"
-args = ["-np", "1", "--jinja", "--metrics"]
-auto = false
-[sampling]
-temperature = 0.7
-top_k = 64
-top_p = 0.95
-min_p = 0.0
-max_tokens = 4000
-
-[speculative]
-type = "ngram-mod"
-TOML
+  mkdir -p $AGENT_CACHE_DIR/src $AGENT_CONFIG_DIR/profiles && cp .gpu/src/*.tar.gz $AGENT_CACHE_DIR/src/ || exit 1
+  profile random15q4 /tmp/q15.gguf 8942 400 "random weights, Qwen2.5-Coder 1.5B's shapes, Q4_K: speed only"
+  profile random32 /tmp/q32.gguf 8941 400 "random weights, Qwen2.5-Coder 32B's shapes, Q4_K: speed only"
+  profile tiny-long embedded 8931 4000 "tiny, 4000 tokens an answer (the TUI at the GPU's rate)"
+  profile tiny-ngram-long embedded 8932 4000 "tiny-ngram, 4000 tokens an answer (the TUI at the GPU's rate)" ngram-mod
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; nproc; which nvcc cmake; nvcc --version | tail -2; df -h /tmp | tail -1
   python3 -c "import agent.cli, openai, mcp, textual; print('imports ok', openai.__version__)" || exit 1
   # The build, alone, in its own session so it outlives this call.
