@@ -14,12 +14,14 @@ import asyncio
 import contextlib
 import os
 import signal
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agent.core.check_output import CheckFailure, condense, locate, where_it_failed
 from agent.events import CheckFinished, Event, Notice
 from tools.bash import end_process_tree
 
@@ -36,6 +38,7 @@ class CheckResult:
     exit_code: int | None  # None: timed out
     output: str
     seconds: float
+    failed_part: str = ""  # of a check of several commands (`a && b`), the one that failed or hung
 
     @property
     def passed(self) -> bool:
@@ -48,6 +51,7 @@ class CheckResult:
             "passed": self.passed,
             "output": self.output,
             "seconds": round(self.seconds, 2),
+            **({"failed_part": self.failed_part} if self.failed_part else {}),
         }
 
 
@@ -59,12 +63,40 @@ def cap_output(text: str, limit: int = OUTPUT_LIMIT) -> str:
     return f"{text[:head]}\n[... {len(text) - head - tail} characters left out ...]\n{text[-tail:]}"
 
 
+# Each simple command bash runs is written to fd 3 before it runs, NUL-ended (a heredoc's body is
+# part of it): the last one is the one that failed or hung. On the command's own line, so that bash's
+# "line N" messages stay true.
+_TRACE = 'exec 3>>"$AGENT_CHECK_TRACE"; trap \'printf "%s\\0" "$BASH_COMMAND" >&3\' DEBUG; '
+
+
 async def run_check(command: str, workdir: Path, timeout: float = CHECK_TIMEOUT) -> CheckResult:
     """Run `command` with bash in `workdir`; never raises for the command's own failures."""
+    with tempfile.NamedTemporaryFile(prefix="agent-check-", suffix=".trace") as trace:
+        result = await _run_check(command, workdir, timeout, trace.name)
+        if not result.passed:
+            result.failed_part = _failed_part(command, Path(trace.name))
+    return result
+
+
+def _failed_part(command: str, trace: Path) -> str:
+    """The last simple command the check ran, when the check is more than that one command."""
+    try:
+        ran = [c for c in trace.read_text(encoding="utf-8", errors="replace").split("\0") if c.strip()]
+    except OSError:
+        return ""
+    last = ran[-1].strip() if ran else ""
+    if not last or last == command.strip():
+        return ""
+    first, *rest = last.splitlines()
+    return f"{first} (with the {len(rest)} lines it reads)" if rest else first
+
+
+async def _run_check(command: str, workdir: Path, timeout: float, trace: str) -> CheckResult:
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
-        "bash", "-c", command, cwd=workdir, stdin=asyncio.subprocess.DEVNULL,
+        "bash", "-c", _TRACE + command, cwd=workdir, stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, "AGENT_CHECK_TRACE": trace},
     )  # fmt: skip
     chunks: list[bytes] = []
     kept = 0
@@ -120,17 +152,30 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def feedback(result: CheckResult) -> str:
-    """The next user message after a failed check: its whole (capped) output, and what to do."""
+def feedback(result: CheckResult, workdir: Path) -> CheckFailure:
+    """The next user message after a failed check: its (capped, condensed) output, which part of it
+    failed, the lines of the project it points at, and what to do."""
     verdict = "timed out" if result.exit_code is None else f"failed (exit code {result.exit_code})"
     # A long check (a script with hidden assertions) is not shown: small models copy it into their answer.
     # The output is not fenced: small models copy a fenced output back into their answer.
-    named = f"`{result.command}`" if len(result.command) <= 80 and "\n" not in result.command else ""
-    return (
-        f"The task is not done yet: its check {named or ''}{' ' if named else ''}{verdict}. Its output:\n"
-        f"--- check output ---\n{result.output.strip() or '(no output)'}\n--- end of check output ---\n"
-        "Find the cause in the code, fix it, and check again. Do not change the check itself."
+    named = f"`{result.command}` " if len(result.command) <= 80 and "\n" not in result.command else ""
+    part = f" at `{result.failed_part}`" if result.failed_part else ""
+    locations = locate(result.output, workdir)
+    where = where_it_failed(locations, workdir)
+    message = (
+        f"The task is not done yet: its check {named}{verdict}{part}. Its output:\n"
+        f"--- check output ---\n{condense(result.output).strip() or '(no output)'}\n--- end of check output ---\n"
+        + (f"The check points at these lines, as they are now:\n{where}\n" if where else "")
+        + "Find the cause in the code, fix it, and check again. Do not change the check itself."
     )
+    return CheckFailure(message, locations if where else [])
+
+
+# After a failed check, an answer that changed nothing is not "done": the check would fail the same way
+# (27 of 41 checks of the 2026-12-05 suite run re-ran on unchanged files).
+NOTHING_CHANGED = (
+    "You changed nothing since the check failed, so it would fail the same way. The task is not done. "
+)
 
 
 async def work_until_checked(
@@ -142,17 +187,29 @@ async def work_until_checked(
     emit: Callable[[Event], None],
     timeout: float = CHECK_TIMEOUT,
 ) -> tuple[Outcome, CheckResult | None]:
-    """Run the agent on `message`; while the check fails and rounds are left, send it the failure."""
+    """Run the agent on `message`; while the check fails and rounds are left, send it the failure.
+    The rounds are one task: the repeat guard carries over, and an answer that changed nothing since
+    the failure is sent back, sampled warmer, without running the check again."""
     outcome = await agent.run(message)
     result = None
+    failure: CheckFailure | None = None
+    changes_at_failure = -1
     round_number = 0
     for round_number in range(1, rounds + 2):
         if not check or outcome.status != "completed":
             break
+        if failure is not None and agent.changes == changes_at_failure:
+            emit(Notice("the model changed nothing since the check failed: not checked again, told so"))
+            if round_number > rounds:
+                break
+            retry = NOTHING_CHANGED + agent.actions.after_failed_check(failure)
+            outcome = await agent.run(retry, followup=True, warmer=True)
+            continue
         result = await _checked(check, workdir, timeout, round_number, emit)
         if result.passed or round_number > rounds:
             break
-        outcome = await agent.run(agent.actions.after_failed_check(feedback(result)))
+        failure, changes_at_failure = feedback(result, workdir), agent.changes
+        outcome = await agent.run(agent.actions.after_failed_check(failure), followup=True)
     if check and outcome.status != "completed":
         result, outcome = await last_check(outcome, check, workdir, emit, round_number, timeout)
     return outcome, result

@@ -2,7 +2,8 @@
 
 - The same failing tool call three times in a row ends the task.
 - At temperature 0 a small model answers the same context with the same text, forever: after an
-  answer repeated word for word the next request is sampled warmer, and a third repeat ends the task.
+  answer it already gave in this task (check rounds included) the next request is sampled warmer, and
+  a third repeat in a row ends the task.
 """
 
 from __future__ import annotations
@@ -28,13 +29,20 @@ class RepeatGuard:
     def __init__(self) -> None:
         self.failure, self.failures = "", 0
         self.last_answer, self.same_answers = "", 0
+        self.seen: set[str] = set()  # every answer of this task
         self.nudge: dict[str, Any] = {}  # request overrides for the next request
+
+    def warm(self) -> None:
+        """Sample the next request warmer: at temperature 0 the same context gets the same answer."""
+        self.nudge = {"temperature": RETRY_TEMPERATURE}
 
     def answer(self, content: str) -> None:
         same = bool(content.strip()) and content == self.last_answer
         self.same_answers = self.same_answers + 1 if same else 0
         self.last_answer = content
-        self.nudge = {"temperature": RETRY_TEMPERATURE} if same else {}
+        given_before = bool(content.strip()) and content in self.seen
+        self.seen.add(content)
+        self.nudge = {"temperature": RETRY_TEMPERATURE} if given_before else {}
         if self.same_answers >= REPEAT_LIMIT - 1:
             raise StopTask(
                 "repeated", f"the model gave the same answer {REPEAT_LIMIT} times; stopping this task"

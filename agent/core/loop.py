@@ -74,19 +74,27 @@ class Agent:
     recover: Recovery | None = None  # one more try of a request that failed, once it is put right
     messages: list[dict[str, Any]] = field(default_factory=list)
     turn: int = 0  # model requests in this session
+    changes: int = 0  # tool calls that may have changed the workspace (edits, commands) and succeeded
 
     def __post_init__(self) -> None:
         if not self.messages:
             self.messages.append({"role": "system", "content": self.system_prompt})
 
-    async def run(self, task: str | None, typed: str = "") -> Outcome:
+    async def run(
+        self, task: str | None, typed: str = "", *, followup: bool = False, warmer: bool = False
+    ) -> Outcome:
         """Work on `task` until done. With None, continue the history as it stands (a resumed session).
-        `typed`: the person's own words, when `task` wraps them in context."""
+        `typed`: the person's own words, when `task` wraps them in context. `followup`: `task` is more
+        of the same task (a failed check's output): the repeat guard carries on, so an answer repeated
+        across check rounds is sampled warmer. `warmer`: sample the first request warmer anyway."""
         if task is not None:
             self._say(task, typed)
-        self.actions.new_task()
-        self._changed = False
-        self._guard = RepeatGuard()
+        if not followup:
+            self.actions.new_task()
+            self._changed = False
+            self._guard = RepeatGuard()
+        if warmer:
+            self._guard.warm()
         started, first_turn, produced = time.monotonic(), self.turn, 0
         final = ""
         try:
@@ -230,6 +238,8 @@ class Agent:
             reason := await self._permitted(call, tool.effect, summary, _risk(tool, parsed.args, self.ctx))
         ):
             result = await self._invoke(tool, parsed.args, call)
+            if result.ok and tool.effect != "read":
+                self.changes += 1
         else:
             result = ToolResult(False, f"Not run: {reason}")
         if self.context:  # what the model reads and what the transcript keeps are the same text

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from agent.core.check_output import CheckFailure
 from agent.core.llm import Completion, ToolCall
 from tools.base import ToolContext, ToolRegistry, ToolResult
 
@@ -54,7 +55,7 @@ class ActionProtocol(Protocol):
 
     def new_task(self) -> None: ...
 
-    def after_failed_check(self, feedback: str) -> str: ...
+    def after_failed_check(self, failure: CheckFailure) -> str: ...
 
 
 def fence_for(text: str) -> str:

@@ -40,7 +40,11 @@ def test_a_failed_check_goes_back_to_the_model_and_its_fix_passes(tmp_path):
 @pytest.mark.slow
 def test_check_rounds_bound_the_retries_and_the_exit_code_follows_the_last_check(tmp_path):
     task = task_file(tmp_path, "Write add.py.", approval="full-auto", check=CHECK, check_rounds=1)
-    with ScriptedServer([WRONG], default={"content": "Done."}) as server:
+    wrong_again = {
+        "tool_calls": [call("write_file", path="add.py", content="def add(a, b):\n    return 0\n")]
+    }
+    script = [WRONG, {"content": "Done."}, wrong_again, {"content": "Done."}, wrong_again]
+    with ScriptedServer(script, default={"content": "Done."}) as server:
         result = agent("run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--json")
     assert result.returncode == 1
     checks = [e for e in map(json.loads, result.stdout.splitlines()) if e["type"] == "check.result"]
@@ -104,3 +108,79 @@ def test_in_blocks_mode_a_failed_check_shows_the_changed_files_and_the_format_ag
     assert "add.py now reads:\n```\ndef add(a, b):\n    return a - b\n```" in feedback
     assert feedback.index("add.py now reads:") < feedback.index("AssertionError: -1")  # the failure last
     assert feedback.rstrip().endswith("Nothing changes unless you write the blocks.")
+
+
+async def test_a_check_of_several_commands_says_which_one_failed(tmp_path):
+    command = "true && test -e missing.txt && echo never"
+    result = await run_check(command, tmp_path, timeout=30)
+    assert not result.passed
+    assert result.failed_part == "test -e missing.txt"
+    assert result.to_dict()["failed_part"] == "test -e missing.txt"
+
+
+async def test_a_check_of_one_command_names_no_part(tmp_path):
+    result = await run_check("test -e missing.txt", tmp_path, timeout=30)
+    assert not result.passed and result.failed_part == ""
+
+
+async def test_the_failed_part_of_a_heredoc_check_is_its_first_line(tmp_path):
+    command = f"true && {sys.executable} - <<'HIDDEN'\nraise SystemExit(3)\nHIDDEN"
+    result = await run_check(command, tmp_path, timeout=30)
+    assert result.exit_code == 3
+    assert result.failed_part == f"{sys.executable} - <<'HIDDEN' (with the 2 lines it reads)"
+
+
+async def test_bash_still_reports_the_line_of_an_error_in_the_check(tmp_path):
+    result = await run_check("true\nno-such-command-here", tmp_path, timeout=30)
+    assert result.exit_code == 127
+    assert "line 2: no-such-command-here: command not found" in result.output
+
+
+@pytest.mark.slow
+def test_after_a_failed_check_an_answer_that_changes_nothing_is_sent_back_warmer_unchecked(tmp_path):
+    task = task_file(tmp_path, "Write add.py.", approval="full-auto", check=CHECK)
+    script = [WRONG, {"content": "Done."}, {"content": "It is done."}, RIGHT, {"content": "Fixed it."}]
+    with ScriptedServer(script) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--json")
+        requests = server.requests
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [c["passed"] for c in events if c["type"] == "check.result"] == [False, True]
+    told = requests[3]["messages"][-1]["content"]
+    assert told.startswith("You changed nothing since the check failed")
+    assert "AssertionError: -1" in told  # the failure again
+    assert requests[3].get("temperature") == 0.7
+    assert any("changed nothing since the check failed" in e.get("message", "") for e in events)
+
+
+@pytest.mark.slow
+def test_an_answer_repeated_across_check_rounds_is_sampled_warmer(tmp_path):
+    task = task_file(
+        tmp_path, "Write add.py.", approval="full-auto", check=CHECK, sampling={"temperature": 0}
+    )
+    wrong_again = {
+        "tool_calls": [call("write_file", path="add.py", content="def add(a, b):\n    return b - a\n")]
+    }
+    script = [WRONG, {"content": "Done."}, wrong_again, {"content": "Done."}, RIGHT, {"content": "Done!"}]
+    with ScriptedServer(script) as server:
+        agent("run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--json")
+        requests = server.requests
+    assert requests[3]["temperature"] == 0  # "Done." comes first in round 2...
+    assert requests[4]["temperature"] == 0.7  # ...and was given in round 1: the next one is warmer
+
+
+@pytest.mark.slow
+def test_in_blocks_mode_a_check_pointing_at_a_line_shows_it_and_asks_for_a_search_replace(tmp_path):
+    check = f"{sys.executable} -c 'import add; add.add(2, 3)'"
+    task = task_file(tmp_path, "Write add.py.", approval="full-auto", check=check, check_rounds=1)
+    wrong = {"content": "add.py\n```python\ndef add(a, b):\n    return {}[a]\n```"}  # no lint finds it
+    with ScriptedServer([wrong, {"content": "Done."}], default={"content": "Done."}) as server:
+        agent("run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--actions", "blocks")
+        feedback = server.requests[2]["messages"][-1]["content"]
+    assert "KeyError: 2" in feedback
+    assert (
+        "The check points at these lines, as they are now:\nadd.py, line 2:\n1| def add(a, b):\n2|     return {}[a]"
+        in feedback
+    )
+    assert "add.py now reads:" not in feedback  # the located file is not shown whole again
+    assert "<<<<<<< SEARCH" in feedback.split("--- end of check output ---")[1]

@@ -264,6 +264,17 @@ async def test_after_a_failure_the_changed_files_are_shown_whole_and_a_same_rewr
     assert "t.py is exactly as it was, and the last command or edit failed" in after_same
 
 
+async def test_a_first_answer_that_copies_a_file_back_unchanged_is_not_taken_as_done(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    (repo / "stats.py").write_text("def median(xs):\n    return xs[len(xs) // 2]\n")
+    copied = answer("stats.py", f"{FENCE}python", "def median(xs):", "    return xs[len(xs) // 2]", FENCE)
+    with ScriptedServer([copied, answer("Done.")]) as server:
+        outcome = await Run(server, repo, actions="blocks")()
+        told = server.requests[1]["messages"][-1]["content"]
+    assert outcome.status == "completed" and len(server.requests) == 2
+    assert "stats.py is exactly as it was, so nothing is done yet" in told
+
+
 async def test_a_pathless_snippet_about_a_named_file_gets_that_file_named_back(tmp_path):
     repo = git_repo(tmp_path / "repo")
     (repo / "test_fizz.py").write_text("def test_one():\n    assert fizz(1) == '1'\n")

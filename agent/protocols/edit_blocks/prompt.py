@@ -59,3 +59,9 @@ BLOCKS_REMINDER_PARTLY = (
     "edits whose SEARCH lines are copied exactly from the lines shown above. To create a new file, write "
     "its path, then the complete file in a fenced block. Nothing changes unless you write the blocks."
 )
+# ...and after a failed check whose output points at lines of the project (shown with it).
+SEARCH_REPLACE_REMINDER = (
+    "Act now: fix the cause with a SEARCH/REPLACE block. Write the path of the file to change alone on a "
+    "line, then a fenced block: <<<<<<< SEARCH, the lines to change copied exactly from that file, "
+    "=======, the fixed lines, >>>>>>> REPLACE. Nothing changes unless you write the blocks."
+)

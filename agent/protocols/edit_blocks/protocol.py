@@ -11,10 +11,15 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from agent.core.check_output import CheckFailure
 from agent.core.llm import Completion, ToolCall
 from agent.protocols.base import ActionsMode, ReadAnswer, fence_for, stopped_at_limit
 from agent.protocols.edit_blocks.parser import Action, open_whole_file_block, parse_answer, to_tool_calls
-from agent.protocols.edit_blocks.prompt import BLOCKS_REMINDER, BLOCKS_REMINDER_PARTLY
+from agent.protocols.edit_blocks.prompt import (
+    BLOCKS_REMINDER,
+    BLOCKS_REMINDER_PARTLY,
+    SEARCH_REPLACE_REMINDER,
+)
 from tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 from tools.search import workspace_files
 from tools.shown import NOT_SHOWN, check_shown_whole
@@ -41,14 +46,18 @@ class BlockActions:
     def new_task(self) -> None:
         pass
 
-    def after_failed_check(self, feedback: str) -> str:
-        """The files the model changed as they are now, the check's failure, and the format again:
-        after a failed check small models tend to describe a fix instead of writing it. The failure
-        comes last, next to the instruction: the 1.5B rewrites the last file it was shown, so a check
-        that shows the file to change (agent new's test file) must not be followed by another."""
+    def after_failed_check(self, failure: CheckFailure) -> str:
+        """The check's failure, and the format again: after a failed check small models tend to
+        describe a fix instead of writing it. Where the output points at lines of the project, those
+        lines are shown (in the failure) and one SEARCH/REPLACE there is asked for: shown whole files
+        and asked for whole files, the 1.5B sent them back unchanged after 11 of 12 failed checks. The
+        changed files the failure does not point into are shown whole, before it: the failure comes
+        last, next to the instruction (the 1.5B rewrites the last file it was shown)."""
         self.check_failed = True
-        files = [self._show(path) for path in self.changed]
-        return "\n\n".join([*[f for f in files if f], feedback, BLOCKS_REMINDER])
+        located = {location.path for location in failure.locations}
+        files = [self._show(path) for path in self.changed if path not in located]
+        reminder = SEARCH_REPLACE_REMINDER if located else BLOCKS_REMINDER
+        return "\n\n".join([*[f for f in files if f], failure.message, reminder])
 
     def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]:
         return []  # no schemas: the chat template then says nothing of JSON tool calls
@@ -93,14 +102,20 @@ class BlockActions:
             problems = [p for p in problems if "without a file path" not in p]
         if any(CODE_WITHOUT_PATH.search(p) for p in problems):
             problems += self._files_meant(completion.content)
-        if unchanged and not actions and (self.check_failed or self.tool_failed):
-            # ...but not after a failure: the same file again is no fix. Say which failure: never a
-            # check that did not run, nor "the output above" when there is none.
-            what = "the task's check failed on it" if self.check_failed else "the last command or edit failed"
-            problems += [
-                f"{a.path} is exactly as it was, and {what} (see the previous message). "
-                "Write it again with the fix in it." for a in unchanged
-            ]  # fmt: skip
+        if unchanged and not actions and (self.check_failed or self.tool_failed or not self.changed):
+            # ...but not after a failure: the same file again is no fix; nor before any change: the
+            # file copied back is no work done. Say which: never a check that did not run, nor "the
+            # output above" when there is none.
+            if self.check_failed or self.tool_failed:
+                what = (
+                    "the task's check failed on it"
+                    if self.check_failed
+                    else "the last command or edit failed"
+                )
+                why = f"and {what} (see the previous message). Write it again with the fix in it."
+            else:
+                why = "so nothing is done yet. Write it again with the task's change in it."
+            problems += [f"{a.path} is exactly as it was, {why}" for a in unchanged]
         return ReadAnswer(to_tool_calls(actions), completion.content, problems)
 
     def _restates_files(self, content: str) -> bool:

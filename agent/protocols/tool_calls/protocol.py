@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from agent.core.check_output import CheckFailure
 from agent.core.history import assistant_message
 from agent.core.llm import Completion, ToolCall
 from agent.protocols.base import ActionsMode, ReadAnswer, stopped_at_limit
@@ -30,8 +31,8 @@ class ToolCallActions:
     def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]:
         return tools.schemas()
 
-    def after_failed_check(self, feedback: str) -> str:
-        return feedback  # a model that calls tools reads the files again itself
+    def after_failed_check(self, failure: CheckFailure) -> str:
+        return failure.message  # a model that calls tools reads the files again itself
 
     def stream_stop(self, text: str, ctx: ToolContext) -> tuple[str, str] | None:
         return None  # a write_file call's arguments come whole, and its guard refuses it then

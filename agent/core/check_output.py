@@ -1,0 +1,145 @@
+"""A failed check's output made readable for a small model: the same traceback printed three times is
+said once, and the lines of the project that the output points at are shown, numbered, where they are.
+
+On the 2026-12-05 suite run the 1.5B re-sent its files unchanged after 11 of 12 failed checks: it was
+shown whole files and asked for whole files. The tracebacks mostly named one line
+(`intervals.py:27: TypeError`); pointing at that line and asking for a SEARCH/REPLACE there is what
+this module makes possible.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+# `File "x.py", line 27, in f` (Python tracebacks), `x.py:27: TypeError` / `x.py:27: in f` (pytest),
+# `x.go:27:5: undefined: y` (compilers and linters).
+_PYTHON_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
+_PATH_LINE = re.compile(r"(?:^|[\s(])(?P<path>[\w./\\-]+\.\w+):(?P<line>\d+)(?::\d+)?:")
+REPEAT_MIN = 4  # lines: a repeated run shorter than this is not worth a "same as above"
+WINDOW = 4  # lines shown before and after a located line
+MAX_LOCATIONS = 2
+
+
+@dataclass(frozen=True)
+class Location:
+    path: str  # relative to the workspace, POSIX
+    line: int
+
+    @property
+    def in_tests(self) -> bool:
+        parts = PurePosixPath(self.path).parts
+        name = parts[-1]
+        return (
+            name.startswith("test_")
+            or name.endswith("_test.py")
+            or any(p in ("tests", "test") for p in parts[:-1])
+        )
+
+
+@dataclass
+class CheckFailure:
+    """What the model is told after a failed check, and the places in the project its output names
+    (the blocks protocol asks for a SEARCH/REPLACE there instead of showing whole files)."""
+
+    message: str
+    locations: list[Location]
+
+
+def condense(output: str) -> str:
+    """`output` with each run of at least REPEAT_MIN lines that already appeared above replaced by one
+    line saying so (pytest prints the same traceback once per failing test)."""
+    lines = output.splitlines()
+    if len(lines) < 2 * REPEAT_MIN:
+        return output
+    first_seen: dict[tuple[str, ...], int] = {}
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        key = tuple(lines[i : i + REPEAT_MIN])
+        earlier = first_seen.get(key) if len(key) == REPEAT_MIN and any(s.strip() for s in key) else None
+        if earlier is not None and earlier + REPEAT_MIN <= i:
+            n = REPEAT_MIN  # extend the run while it goes on matching the earlier one
+            while i + n < len(lines) and earlier + n < i and lines[i + n] == lines[earlier + n]:
+                n += 1
+            out.append(f"[... the same {n} lines as above ...]")
+            i += n
+            continue
+        if len(key) == REPEAT_MIN:
+            first_seen.setdefault(key, i)
+        out.append(lines[i])
+        i += 1
+    return "\n".join(out) + ("\n" if output.endswith("\n") else "")
+
+
+def locate(output: str, workdir: Path) -> list[Location]:
+    """The places in the workspace's own files that `output` points at, the most telling first: the
+    innermost frame of each traceback (where the error was raised), then code before tests. Files
+    outside the workspace (the standard library, site-packages, a virtualenv) are left out."""
+    root = workdir.resolve()
+    found: list[tuple[int, int, Location]] = []  # (rank, order, location)
+    lines = output.splitlines()
+    for number, text in enumerate(lines):
+        for pattern in (_PYTHON_FRAME, _PATH_LINE):
+            for match in pattern.finditer(text):
+                location = _in_workspace(match["path"], int(match["line"]), root)
+                if location is None:
+                    continue
+                innermost = pattern is _PATH_LINE or _last_frame(lines, number)
+                rank = (0 if innermost else 2) + (1 if location.in_tests else 0)
+                found.append((rank, number, location))
+    ordered: list[Location] = []
+    for _, _, location in sorted(found, key=lambda f: (f[0], f[1])):
+        if location not in ordered:
+            ordered.append(location)
+    return ordered
+
+
+def window(text: str, line: int, around: int = WINDOW) -> str:
+    """Lines `line - around` to `line + around` of `text`, numbered as read_file numbers them (so that
+    a SEARCH block copied with its numbers still matches: tools/edit_matching.py strips them)."""
+    lines = text.splitlines()
+    lo, hi = max(1, line - around), min(len(lines), line + around)
+    width = len(str(hi))
+    return "\n".join(f"{n:>{width}}| {lines[n - 1]}" for n in range(lo, hi + 1))
+
+
+def where_it_failed(locations: list[Location], workdir: Path) -> str:
+    """The located lines as the model should read them: each file and line, then the lines around it."""
+    parts = []
+    for location in locations[:MAX_LOCATIONS]:
+        try:
+            text = (workdir / location.path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if location.line > len(text.splitlines()):
+            continue
+        test = " (a test: the fix usually belongs in the code it tests)" if location.in_tests else ""
+        parts.append(f"{location.path}, line {location.line}{test}:\n{window(text, location.line)}")
+    return "\n\n".join(parts)
+
+
+def _last_frame(lines: list[str], number: int) -> bool:
+    """Whether the `File "..."` frame on line `number` is the last of its traceback (the next frame
+    line, if any, comes after the exception line)."""
+    for text in lines[number + 1 : number + 40]:
+        if _PYTHON_FRAME.search(text):
+            return False
+        if text and not text.startswith((" ", "\t")):
+            return True  # the exception line ends the traceback
+    return True
+
+
+def _in_workspace(path: str, line: int, root: Path) -> Location | None:
+    if line < 1:
+        return None
+    candidate = Path(path)
+    full = (candidate if candidate.is_absolute() else root / candidate).resolve()
+    try:
+        rel = full.relative_to(root)
+    except ValueError:
+        return None
+    if any(part.startswith(".") or part in ("site-packages", "node_modules") for part in rel.parts):
+        return None  # .venv, .git, a tool's cache: not the project's code
+    return Location(rel.as_posix(), line) if full.is_file() else None

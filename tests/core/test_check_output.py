@@ -1,0 +1,96 @@
+"""A failed check's output as the model reads it: repeated tracebacks said once, and the project's
+lines that the output points at located, from real Python and pytest runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from agent.core.check_output import Location, condense, locate, where_it_failed, window
+
+BUGGY = """\
+def merge(pairs):
+    result = []
+    for pair in sorted(pairs):
+        if result and pair[0] <= result[-1][1]:
+            result[-1][1] = max(result[-1][1], pair[1])
+        else:
+            result.append(pair)
+    return result
+"""
+TEST = """\
+from intervals import merge
+
+
+def test_overlapping():
+    assert merge([(1, 3), (2, 4)]) == [(1, 4)]
+
+
+def test_three():
+    assert merge([(1, 3), (2, 4), (5, 6)]) == [(1, 4), (5, 6)]
+"""
+
+
+def _pytest(tmp_path, *options: str) -> str:
+    (tmp_path / "intervals.py").write_text(BUGGY)
+    (tmp_path / "test_intervals.py").write_text(TEST)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *options],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 1, run.stdout
+    return run.stdout
+
+
+def test_a_pytest_failure_is_located_at_the_line_that_raised_before_the_test_that_called_it(tmp_path):
+    found = locate(_pytest(tmp_path, "-q"), tmp_path)
+    assert found[0] == Location("intervals.py", 5)
+    assert Location("test_intervals.py", 5) in found  # the test comes after the code
+
+
+def test_a_python_traceback_is_located_at_its_innermost_frame_in_the_project(tmp_path):
+    (tmp_path / "intervals.py").write_text(BUGGY)
+    (tmp_path / "main.py").write_text("from intervals import merge\nmerge([(1, 3), (2, 4)])\n")
+    run = subprocess.run([sys.executable, "main.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert "TypeError" in run.stderr
+    assert locate(run.stderr, tmp_path) == [Location("intervals.py", 5), Location("main.py", 2)]
+
+
+def test_files_outside_the_project_and_missing_files_are_not_locations(tmp_path):
+    output = (
+        f'  File "{sys.modules["json"].__file__}", line 10, in loads\n'
+        '  File "/nonexistent/x.py", line 3, in f\n'
+        "gone.py:4: NameError\n"
+        "../outside.py:1: error\n"
+    )
+    assert locate(output, tmp_path) == []
+
+
+def test_the_same_traceback_printed_for_each_failing_test_is_said_once(tmp_path):
+    output = _pytest(tmp_path, "-q")
+    condensed = condense(output)
+    assert len(condensed) < len(output)
+    assert "[... the same " in condensed and "lines as above ...]" in condensed
+    assert condensed.count("TypeError: 'tuple' object does not support item assignment") == 1
+    assert output.count("TypeError: 'tuple' object does not support item assignment") >= 2
+    assert condensed.rstrip().endswith(output.rstrip().splitlines()[-1])  # the summary stays
+
+
+def test_output_without_repeats_is_left_as_it_is():
+    text = "\n".join(f"line {n}" for n in range(30)) + "\n"
+    assert condense(text) == text
+
+
+def test_the_located_lines_are_shown_numbered_as_read_file_numbers_them(tmp_path):
+    (tmp_path / "intervals.py").write_text(BUGGY)
+    shown = where_it_failed([Location("intervals.py", 5)], tmp_path)
+    assert shown.startswith("intervals.py, line 5:\n")
+    assert "5|             result[-1][1] = max(result[-1][1], pair[1])" in shown
+    assert window(BUGGY, 1).splitlines()[0] == "1| def merge(pairs):"
+
+
+def test_a_location_in_a_test_says_the_fix_usually_belongs_in_the_code(tmp_path):
+    (tmp_path / "test_intervals.py").write_text(TEST)
+    assert "(a test: the fix usually belongs in the code it tests)" in where_it_failed(
+        [Location("test_intervals.py", 5)], tmp_path
+    )
