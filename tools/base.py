@@ -37,6 +37,8 @@ class ToolContext:
     # Characters of a tool's output that reach the model (the context window cuts longer ones); None:
     # no cut. A file counts as shown whole only if its text fits (tools/shown.py:SHOWN_WHOLE).
     shown_limit: int | None = None
+    lint: bool = True  # each edited file is checked at once, and new problems go back with the edit
+    lint_command: str | None = None  # the project's own lint, run on each edited file (tools/edit_lint.py)
 
 
 @runtime_checkable

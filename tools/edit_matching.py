@@ -93,12 +93,14 @@ def nearest_lines(text: str, old: str, context: int = 1) -> str:
 
 # Line numbers a model copied from read_file ("  12| code") or from other listings into its old_string.
 _NUMBERED = (
-    re.compile(r"^[ \t]*\d+[ \t]*\|[ ]?"),  # read_file, nearest_lines: "  12| code", also "12 | code"
+    re.compile(
+        r"^[ \t]*>?[ \t]*\d+[ \t]*\|[ ]?"
+    ),  # read_file, nearest_lines, a lint: "  12| code", ">12 | code"
     re.compile(r"^[ \t]*\d+:[ ]?"),  # grep -n, "12: code"
     re.compile(r"^[ \t]*\d+\t"),  # cat -n
     re.compile(r"^[ \t]*\d+  "),  # "  12  code"
 )
-_ONLY_A_NUMBER = re.compile(r"^[ \t]*\d+[ \t]*[|:]?[ \t]*$")  # a numbered empty line
+_ONLY_A_NUMBER = re.compile(r"^[ \t]*>?[ \t]*\d+[ \t]*[|:]?[ \t]*$")  # a numbered empty line
 
 
 def strip_line_numbers(text: str) -> str | None:

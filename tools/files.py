@@ -35,6 +35,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from tools.base import ToolContext, ToolError, ToolResult
+from tools.edit_lint import lint_baseline, report_lint
 from tools.edit_matching import apply_edit
 from tools.file_paths import existing_stat, file_stat, resolve_path, resolve_to_change
 from tools.shown import (
@@ -257,6 +258,7 @@ class WriteFile:
             if content != given:
                 notes.append("kept it without a final newline")
             data = old.encode(content, rel)
+        baseline = lint_baseline(ctx, path, rel)
         write_atomically(path, data)
         refresh_stamp(ctx, path)
         mark_shown_whole(ctx.state, path)  # the model knows all of what it wrote
@@ -266,7 +268,8 @@ class WriteFile:
         said = f"{verb} {rel} ({lines} lines{'; ' + ', '.join(notes) if notes else ''})."
         if before is None:
             said += " The old content was too big to diff."
-        return ToolResult(True, said, {"path": rel, "diff": diff})
+        result = ToolResult(True, said, {"path": rel, "diff": diff})
+        return report_lint(ctx, result, path, rel, before if st is not None else None, content, baseline)
 
 
 TASK_TEXT = "task.text"  # ToolContext.state key: the task as the user gave it (front ends set it)
@@ -312,8 +315,8 @@ class EditArgs(BaseModel):
 def _edit(ctx: ToolContext, path_arg: str, edits: list[tuple[str, str, bool]], tool: str):
     """Load, apply `edits` in order, write once: all of them or, when one fails, nothing.
 
-    Returns (rel, before, after, [(how, count)]) as LF text; the file is written with its own line
-    endings and final newline.
+    Returns (rel, before, after, [(how, count)], path, the lint baseline) with before and after as LF
+    text; the file is written with its own line endings and final newline.
     """
     path = resolve_to_change(ctx, path_arg)
     rel = ctx.workspace.relative(path)
@@ -338,9 +341,10 @@ def _edit(ctx: ToolContext, path_arg: str, edits: list[tuple[str, str, bool]], t
     text = file.keep_conventions(text)
     if text == file.text:
         raise ToolError(f"{rel} would be left as it is (it keeps having no final newline); nothing changed.")
+    baseline = lint_baseline(ctx, path, rel)
     write_atomically(path, file.encode(text, rel))
     refresh_stamp(ctx, path)
-    return rel, file.text, text, done
+    return rel, file.text, text, done, path, baseline
 
 
 class EditFile:
@@ -360,11 +364,12 @@ class EditFile:
 
     def _run(self, args: EditArgs, ctx: ToolContext) -> ToolResult:
         edit = [(args.old_string, args.new_string, args.replace_all)]
-        rel, before, after, [(how, count)] = _edit(ctx, args.path, edit, self.name)
+        rel, before, after, [(how, count)], path, baseline = _edit(ctx, args.path, edit, self.name)
         diff = short_diff(before, after, rel)
         done = f"Edited {rel}: {count} replacement{'s' if count > 1 else ''}"
         done += f" (matched {how})." if how else "."
-        return ToolResult(True, f"{done}\n{diff}", {"path": rel, "diff": diff})
+        result = ToolResult(True, f"{done}\n{diff}", {"path": rel, "diff": diff})
+        return report_lint(ctx, result, path, rel, before, after, baseline)
 
 
 class OneEdit(BaseModel):
@@ -398,11 +403,12 @@ class MultiEdit:
 
     def _run(self, args: MultiEditArgs, ctx: ToolContext) -> ToolResult:
         edits = [(e.old_string, e.new_string, e.replace_all) for e in args.edits]
-        rel, before, after, done = _edit(ctx, args.path, edits, self.name)
+        rel, before, after, done, path, baseline = _edit(ctx, args.path, edits, self.name)
         diff = short_diff(before, after, rel)
         loose = [f"edit {n} matched {how}" for n, (how, _) in enumerate(done, 1) if how]
         count = sum(count for _, count in done)
         said = f"Edited {rel}: {len(done)} edit{'s' if len(done) > 1 else ''}, "
         said += f"{count} replacement{'s' if count > 1 else ''}"
         said += f" ({'; '.join(loose)})." if loose else "."
-        return ToolResult(True, f"{said}\n{diff}", {"path": rel, "diff": diff})
+        result = ToolResult(True, f"{said}\n{diff}", {"path": rel, "diff": diff})
+        return report_lint(ctx, result, path, rel, before, after, baseline)

@@ -280,6 +280,8 @@ async def build_agent(
             state=workbench.tool_state,
             sandbox=sandbox,
             shown_limit=context.cap_limit(),
+            lint=settings.lint,
+            lint_command=settings.lint_command,
         ),
         permissions=permissions,
         system_prompt=system_prompt(workbench.workspace, actions),

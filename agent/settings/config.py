@@ -71,6 +71,14 @@ class Settings(BaseModel):
         default_factory=list, description="Folders outside the workspace that file tools may also use."
     )
     auto_commit: bool = Field(False, description="Commit the agent's changes after each task in a git repo.")
+    lint: bool = Field(
+        True, description="Check each file the model edits at once (syntax, undefined names) and tell it "
+        "the new problems with that edit's result.",
+    )  # fmt: skip
+    lint_command: str | None = Field(
+        None, description="The project's own lint, run on each edited file after the built-in check; "
+        "{path} in it is the file (else the path is appended), e.g. 'ruff check {path}'.",
+    )  # fmt: skip
     rewrite_guard: float = Field(
         0.5, gt=0, le=1,
         description="A whole-file rewrite deleting more than this share of an existing file's lines asks "

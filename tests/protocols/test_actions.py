@@ -275,6 +275,21 @@ async def test_a_first_answer_that_copies_a_file_back_unchanged_is_not_taken_as_
     assert "stats.py is exactly as it was, so nothing is done yet" in told
 
 
+async def test_a_syntax_error_and_an_undefined_name_go_back_in_the_same_turn(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    two = answer(
+        "calc.py", f"{FENCE}python", "def add(a, b:", "    return a + b", FENCE, "",
+        "main.py", f"{FENCE}python", "from calc import add", "print(ad(1, 2))", FENCE,
+    )  # fmt: skip
+    with ScriptedServer([two, answer("Done.")]) as server:
+        await Run(server, repo, actions="blocks")()
+        told = server.requests[1]["messages"][-1]["content"]
+    assert "calc.py:1:" in told and "never closed" in told  # the syntax error, with its line
+    assert "main.py:2: undefined name 'ad'" in told
+    assert "Fix what failed." in told  # a lint problem is a failure to fix, though the files are written
+    assert (repo / "calc.py").exists() and (repo / "main.py").exists()
+
+
 async def test_a_pathless_snippet_about_a_named_file_gets_that_file_named_back(tmp_path):
     repo = git_repo(tmp_path / "repo")
     (repo / "test_fizz.py").write_text("def test_one():\n    assert fizz(1) == '1'\n")

@@ -196,7 +196,8 @@ class BlockActions:
                 self.changed[result.display.get("path") or _arguments(call).get("path", "")] = None
         parts = [self._describe(call, result) for call, result in results]
         parts += [f"Not applied: {problem}" for problem in answer.problems]
-        self.tool_failed = any(not result.ok for _, result in results)
+        # An edit the lint found new problems in is applied, but is a failure to fix all the same.
+        self.tool_failed = any(not result.ok or result.display.get("lint") for _, result in results)
         if any(call.name != "bash" and result.ok for call, result in results):
             self.check_failed = False  # files changed since: the check has not judged them yet
         if self.tool_failed or answer.problems:

@@ -1,0 +1,103 @@
+"""The lint after each edit, as the edit tools run it: the file's fatal problems (tools/lint.py) and the
+project's own lint command when one is named (`lint:` in a task file, `lint_command` in the config),
+both reduced to what the edit added, and told to the model as part of that edit's result.
+
+The project's command runs once before the file is written (its baseline) and once after; a line of
+its output that was not there before (line and column numbers aside) is a new problem.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shlex
+import signal
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+from tools.base import ToolContext, ToolResult
+from tools.lint import describe, new_problems
+
+LINT_TIMEOUT = 30.0
+SHOWN_LINES = 15
+_POSITION = re.compile(r":\d+(?::\d+)?(?=[:\s]|$)")  # `x.py:12:5:` -> `x.py:` for comparing runs
+
+
+def lint_baseline(ctx: ToolContext, path: Path, rel: str) -> list[str] | None:
+    """The project's lint output for the file before the edit; None when no command is named."""
+    if not ctx.lint or not ctx.lint_command or not path.is_file():
+        return None
+    return run_lint_command(ctx.lint_command, ctx.workspace.root, rel)
+
+
+def report_lint(
+    ctx: ToolContext,
+    result: ToolResult,
+    path: Path,
+    rel: str,
+    before: str | None,
+    after: str,
+    baseline: list[str] | None,
+) -> ToolResult:
+    """`result` with the edit's new problems appended for the model and listed in `display["lint"]`."""
+    if not ctx.lint:
+        return result
+    found = new_problems(rel, before, after)
+    parts = [describe(rel, found, after)] if found else []
+    listed = [str(problem) for problem in found]
+    if ctx.lint_command:
+        now = run_lint_command(ctx.lint_command, ctx.workspace.root, rel)
+        added = _new_lines(baseline or [], now) if baseline is not None or before is None else []
+        if added:
+            shown = added[:SHOWN_LINES] + (
+                [f"... and {len(added) - SHOWN_LINES} more"] if len(added) > SHOWN_LINES else []
+            )
+            parts.append(f"The project's lint (`{ctx.lint_command}`) reports:\n" + "\n".join(shown))
+            listed += added
+    if parts:
+        result.output += "\n\nThe change is made, but it brings new problems. Fix them:\n" + "\n\n".join(
+            parts
+        )
+        result.display["lint"] = listed
+    return result
+
+
+def run_lint_command(command: str, root: Path, rel: str, timeout: float | None = None) -> list[str]:
+    """The command's output lines for one file: `{path}` in it is the file, else the path is appended.
+    A command that cannot run or times out says so in one line, which then counts as its output."""
+    timeout = timeout or LINT_TIMEOUT
+    quoted = shlex.quote(rel)
+    line = command.replace("{path}", quoted) if "{path}" in command else f"{command} {quoted}"
+    try:
+        proc = subprocess.Popen(
+            ["bash", "-c", line], cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, start_new_session=True, text=True, errors="replace",
+        )  # fmt: skip
+    except OSError as exc:
+        return [f"(the lint command could not start: {exc})"]
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return [f"(the lint command timed out after {timeout:.0f} s)"]
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # what it left running in its group
+    return [text for text in out.splitlines() if text.strip()]
+
+
+def _new_lines(before: list[str], after: list[str]) -> list[str]:
+    """Lines of `after` not in `before`, compared without line and column numbers, as multisets."""
+    old = Counter(_POSITION.sub(":", text) for text in before)
+    added = []
+    for text in after:
+        key = _POSITION.sub(":", text)
+        if old[key]:
+            old[key] -= 1
+        else:
+            added.append(text)
+    return added
