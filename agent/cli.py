@@ -243,6 +243,10 @@ def _bench_command(commands: argparse._SubParsersAction) -> None:
     )
     bench.add_argument("--task-timeout", type=float, default=600, help="with --tasks: seconds per task")
     bench.add_argument(
+        "--attempts", type=int, metavar="N",
+        help="with --tasks: N attempts at each task at once, on a server with N slots (agent run --attempts)",
+    )  # fmt: skip
+    bench.add_argument(
         "--out", metavar="DIR",
         help="write results.json, results.csv and charts (PNG, SVG) there; with --tasks, one JSON line per "
         "task; with --conversation, conversation.json",
@@ -268,6 +272,10 @@ def _task_commands(commands: argparse._SubParsersAction) -> None:
         "--check-rounds", type=int, metavar="N",
         help="times a failed check goes back to the model to fix (default: front matter, else 3)",
     )  # fmt: skip
+    run.add_argument(
+        "--attempts", type=int, metavar="N",
+        help="N attempts at once, each in its own git worktree; the first whose check passes wins",
+    )  # fmt: skip
     run.add_argument("--tool-choice", choices=["auto", "required"], help=argparse.SUPPRESS)
     run.add_argument("--json", action="store_true", help="one JSON event per line on stdout")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
@@ -291,6 +299,10 @@ def _task_commands(commands: argparse._SubParsersAction) -> None:
                      help="headless default: full-auto (the folder is new)")  # fmt: skip
     new.add_argument("--max-turns", type=int, help="model requests before stopping (exit 3)")
     new.add_argument("--check", metavar="CMD", help="decides success instead of the template's check")
+    new.add_argument(
+        "--attempts", type=int, metavar="N",
+        help="N attempts at once, each in its own git worktree; the first whose check passes wins",
+    )  # fmt: skip
     new.add_argument("--no-agent", action="store_true", help="stop after the skeleton and its commit")
     new.add_argument("--force", action="store_true", help="use a non-empty DIR; existing files are kept")
     new.add_argument("--tui", action="store_true", help="build it in the interactive session")

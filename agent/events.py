@@ -13,9 +13,14 @@ from typing import Any, ClassVar
 @dataclass
 class Event:
     kind: ClassVar[str] = "event"
+    # Which attempt of a run with several (`agent run --attempts N`) the event belongs to; None: the
+    # run has one. Keyword-only, so that every event keeps its own fields' order.
+    attempt: int | None = field(default=None, kw_only=True)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        if data["attempt"] is None:
+            del data["attempt"]
         for key, value in list(data.items()):
             if hasattr(value, "to_dict"):
                 data[key] = value.to_dict()
@@ -185,7 +190,21 @@ class CheckFinished(Event):
 @dataclass
 class SessionFinished(Event):
     kind: ClassVar[str] = "session.finished"
-    outcome: str  # completed | failed | limit | error | interrupted
+    outcome: str  # completed | failed | limit | error | interrupted | cancelled (an attempt another beat)
     turns: int
     final: str = ""
     summary: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class AttemptsFinished(Event):
+    """A run of several attempts ended: which one won (its change is in the workspace), and each one's
+    check, lines changed and figures; a losing attempt that changed something is kept as a branch."""
+
+    kind: ClassVar[str] = "attempts.finished"
+    winner: int | None  # the attempt whose check passed first; None: none passed
+    attempts: list[dict[str, Any]]
+    changes: list[dict[str, Any]] = field(default_factory=list)  # what the winner's change applied
+    seconds: float = 0.0  # from the first attempt's start to the last one's end
+    output_tokens: int = 0  # summed over the attempts
+    tokens_per_second: float | None = None  # the server's throughput summed across its slots

@@ -278,6 +278,19 @@ def test_a_run_that_died_keeps_the_turns_it_finished(capsys):
     assert result.error == "the model server failed: connection refused"
 
 
+def test_with_attempts_the_winners_session_and_the_applied_change_count(capsys):
+    run = parse_events(recorded_run(capsys))
+    loser = [{**e, "attempt": 1} for e in run]
+    loser[-1] = {**loser[-1], "outcome": "cancelled", "summary": {"turns": 9, "exit_code": None}}
+    winner = [{**e, "attempt": 2, **({"session_id": "20250101-winner"} if e["type"] == "session.started" else {})}
+              for e in run]  # fmt: skip
+    applied = [{"path": "add.py", "added": 2, "deleted": 0}]
+    done = {"type": "attempts.finished", "winner": 2, "attempts": [], "changes": applied}
+    result = result_from_events("hello", [*loser[:3], *winner, loser[-1], done], 0, 20.0)
+    assert result.solved and result.turns == 2 and result.session_id == "20250101-winner"
+    assert (result.lines_added, result.lines_deleted) == (2, 0)
+
+
 def test_format_table_has_a_column_group_per_label_and_the_solved_count():
     results = {
         "coder-ngram": [

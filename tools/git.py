@@ -80,7 +80,8 @@ class Checkpoints:
         finally:
             Path(path).unlink(missing_ok=True)
 
-    def _worktree_tree(self) -> str:
+    def snapshot_tree(self) -> str:
+        """The tree object of the working tree as it is on disk (its own bytes, untracked files too)."""
         with self._scratch_index():
             self._stage_worktree()
             return self.repo.git.write_tree()
@@ -150,7 +151,7 @@ class Checkpoints:
 
     def create(self, message: str) -> Checkpoint | None:
         """Snapshot the working tree; None when it equals the newest checkpoint already."""
-        tree = self._worktree_tree()
+        tree = self.snapshot_tree()
         existing = self.list()
         if existing and self.repo.commit(existing[-1].sha).tree.hexsha == tree:
             return None
@@ -212,7 +213,7 @@ class Checkpoints:
         """
         from git import GitCommandError
 
-        paths = self._changed_between(since, self._worktree_tree())
+        paths = self._changed_between(since, self.snapshot_tree())
         if not paths:
             return None
         if self.repo.head.is_detached:

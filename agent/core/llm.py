@@ -331,13 +331,8 @@ class ModelClient:
 
     async def server_context_size(self, fallback: int | None = None) -> int | None:
         """n_ctx from llama-server's /props; else `fallback`, with a notice saying so."""
-        root = self.endpoint.base_url.removesuffix("/v1")
         try:
-            async for attempt in _lookup_retrying():
-                with attempt:
-                    response = await self._http.get(root + "/props")
-                    response.raise_for_status()
-            props = response.json()
+            props = await self._props()
             settings = props.get("default_generation_settings", {})
             return int(settings.get("n_ctx") or props.get("n_ctx"))
         except (httpx2.HTTPError, ValueError, TypeError, AttributeError) as exc:
@@ -345,6 +340,22 @@ class ModelClient:
         assumed = f"assuming {fallback} tokens" if fallback else "the budget is unknown"
         self.notices.append(f"the server did not report its context size (/props: {why}); {assumed}")
         return fallback
+
+    async def server_slots(self) -> int | None:
+        """How many requests the server decodes at once (/props `total_slots`); None when it does not say
+        (not a llama-server, or an old one)."""
+        try:
+            return int((await self._props())["total_slots"])
+        except (httpx2.HTTPError, ValueError, TypeError, KeyError, AttributeError):
+            return None
+
+    async def _props(self) -> dict[str, Any]:
+        root = self.endpoint.base_url.removesuffix("/v1")
+        async for attempt in _lookup_retrying():
+            with attempt:
+                response = await self._http.get(root + "/props")
+                response.raise_for_status()
+        return response.json()
 
     async def _draft_counters(self) -> dict[str, float] | None:
         if not self._metrics_ok:

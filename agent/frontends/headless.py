@@ -26,7 +26,8 @@ from pathlib import Path
 from agent.core.workbench import changes_lines
 from agent.errors import AgentError
 from agent.events import Event, ReasoningDelta, TextDelta
-from agent.session.task_run import EXIT, TaskRequest, TaskResult, run_task_blocking
+from agent.session.run import run_task_blocking
+from agent.session.task_run import EXIT, TaskRequest, TaskResult
 from agent.settings.config import Settings
 from agent.store.lock import WorkspaceBusy
 from agent.store.redact import redact, redact_record
@@ -49,6 +50,8 @@ class Printer:
         if self.quiet:
             return
         line = self.describe(event)
+        if line and event.attempt is not None:
+            line = f"[attempt {event.attempt}] {line.lstrip()}"
         if line:
             print(redact(line), file=sys.stderr, flush=True)
 
@@ -100,10 +103,36 @@ def explain(result: TaskResult) -> None:
             lines += ["  " + ln for ln in check.output.strip().splitlines()[-15:]]
     if outcome and outcome.error:
         lines.append(f"stopped: {outcome.error}")
+    lines += attempts_lines(result.summary)
     lines += changes_lines(result.summary.get("changes") or [])
     lines.append(f"{result.status} · {summary_line(result.summary)} · session {session_id}")
     lines.append(f"  agent stats {session_id}  |  agent run --resume {session_id}")
     print(redact("\n".join(lines)), file=sys.stderr)
+
+
+def attempts_lines(summary: dict) -> list[str]:
+    """Each attempt of a run of several: how it ended, what it changed, and how to take a kept one."""
+    attempts, winner = summary.get("attempts") or [], summary.get("winner")
+    if not attempts:
+        return []
+    lines = [f"attempt {winner} passed its check first: its change is applied" if winner else
+             f"no attempt of {len(attempts)} passed its check: the workspace is as it was"]  # fmt: skip
+    for row in attempts:
+        check = {True: "check passed", False: f"check failed (exit {row.get('check_exit_code')})"}.get(
+            row.get("check_passed"), "not checked"
+        )
+        added = sum(c.get("added") or 0 for c in row["changes"])
+        deleted = sum(c.get("deleted") or 0 for c in row["changes"])
+        lines.append(
+            f"  attempt {row['attempt']}: {row['status']}, {check}, {len(row['changes'])} files +{added} "
+            f"-{deleted}, {row['seconds']:.0f} s, {row.get('turns') or 0} turns, temperature "
+            f"{row.get('temperature') if row.get('temperature') is not None else 'as the profile'}"
+            f", session {row['session_id']}"
+        )
+        if row.get("branch"):
+            lines.append(f"    kept as {row['branch']}: take it with `git diff {row['branch']}~1 "
+                         f"{row['branch']} | git apply`")  # fmt: skip
+    return lines
 
 
 def print_json_error(exc: AgentError) -> None:
@@ -125,7 +154,7 @@ def request_from(args: Namespace) -> TaskRequest:
         task=Path(args.task) if args.task else None, resume=args.resume,
         workdir=Path(args.workdir) if args.workdir else None, profile=args.profile, base_url=args.base_url,
         max_turns=args.max_turns, approval=args.approval, actions=args.actions, check_rounds=args.check_rounds,
-        tool_choice=args.tool_choice,
+        tool_choice=args.tool_choice, attempts=args.attempts,
     )  # fmt: skip
 
 

@@ -16,7 +16,7 @@ from agent.server.embedded_model import embedded_key, lookup_embedded_model
 from agent.server.gpu import list_devices
 from agent.server.preflight.checks import preflight, template_in_args
 from agent.server.preflight.memory import flag_value
-from agent.server.preflight.report import DraftError, PreflightReport
+from agent.server.preflight.report import DraftError, Memory, PreflightReport
 from agent.server.profiles import EMBEDDED, LOOPBACK_HOSTS, ServerProfile
 from agent.server.source_build import SERVER_BIN_VAR, installed_binary
 
@@ -165,8 +165,11 @@ def plan_launch(
     api_key: str | None = None,
     ctx_size: int | None = None,
     strict: bool = False,
+    slots: int = 1,
 ) -> LaunchPlan:
-    """`strict`: a preflight warning (memory that will not fit, no chat template) refuses too."""
+    """`strict`: a preflight warning (memory that will not fit, no chat template) refuses too. `slots`:
+    parallel slots (`-np`), each with the profile's whole context; refused, saying how many fit, when
+    their memory does not."""
     if profile.kind == "attach":
         raise ServerError(
             f"profile '{profile.name}' attaches to {profile.base_url}; it is never started here",
@@ -174,6 +177,8 @@ def plan_launch(
         )
     if ctx_size is not None:
         profile = profile.model_copy(update={"ctx_size": ctx_size})
+    if slots > 1:
+        profile = with_slots(profile, slots)
     bin_path = resolve_binary(profile, paths, binary)
     profile, offload_note = _offload_on_gpu(profile, bin_path, paths.cache_dir)
     model = resolve_model_file(profile.model or "", "model", profile, paths) if profile.model else None
@@ -223,8 +228,43 @@ def plan_launch(
             cache_dir=paths.cache_dir,
         )
         plan.preflight.raise_for_failures(strict)
+        if slots > 1:
+            _check_slots_fit(plan.preflight.memory, slots, profile)
         notes += plan.preflight.notes()
     return plan
+
+
+def with_slots(profile: ServerProfile, slots: int) -> ServerProfile:
+    """`profile` serving `slots` requests at once (`-np`), each slot with the profile's context: with
+    `-np` given, llama-server splits --ctx-size between the slots (no unified KV cache), so the total
+    is the profile's times the slots."""
+    args, skip = [], False
+    for arg in profile.args:  # the profile's own -np goes: the slots asked for replace it
+        if skip:
+            skip = False
+        elif arg in ("-np", "--parallel"):
+            skip = True
+        elif not arg.startswith(("-np=", "--parallel=")):
+            args.append(arg)
+    ctx = profile.ctx_size * slots if profile.ctx_size else None
+    return profile.model_copy(update={"args": [*args, "-np", str(slots)], "ctx_size": ctx})
+
+
+def _check_slots_fit(memory: Memory | None, slots: int, profile: ServerProfile) -> None:
+    if memory is None or memory.free is None or memory.total <= memory.free:
+        return
+    per_slot = (memory.kv_cache + memory.draft_kv_cache) / slots
+    room = memory.free - memory.weights - memory.draft_weights
+    fit = max(0, int(room // per_slot)) if per_slot else 0
+    each = f"{memory.ctx // slots:,} tokens" if memory.ctx else "the profile's context"
+    raise ServerError(
+        f"{slots} parallel slots of {each} do not fit profile '{profile.name}': they need about "
+        f"{memory.total / 2**30:.1f} GiB and {memory.where} has {memory.free / 2**30:.1f} GiB free",
+        f"{fit} slot{'s' if fit != 1 else ''} would fit" if fit else "not even one slot would fit",
+        f"Ask for {fit} attempts, or lower the profile's ctx_size."
+        if fit > 1
+        else "Run one attempt, or lower the profile's ctx_size.",
+    )
 
 
 def _offload_on_gpu(profile: ServerProfile, binary: Path, cache_dir: Path) -> tuple[ServerProfile, str]:

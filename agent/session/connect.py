@@ -183,6 +183,7 @@ def launch(
     api_key: str | None = None,
     ctx_size: int | None = None,
     owned: bool = False,
+    slots: int = 1,
 ) -> Launched:
     """Plan (with the preflight) and start the profile; on a draft failure, the same without the draft.
 
@@ -190,7 +191,7 @@ def launch(
     (`agent server start` does the same in agent/frontends/commands/server.py, with its own progress displays.)"""
 
     def plan_and_start(chosen: ServerProfile, draft_off: str = "") -> Launched:
-        plan = plan_launch(chosen, paths, port=port, api_key=api_key, ctx_size=ctx_size)
+        plan = plan_launch(chosen, paths, port=port, api_key=api_key, ctx_size=ctx_size, slots=slots)
         handle = start(plan, registry, log_dir, progress, owned=owned, draft_off=draft_off)
         return Launched(plan, handle, handle.record.draft_off)
 
@@ -332,7 +333,10 @@ def connect(
     port: int | None = None,
     ctx_size: int | None = None,
     keep_running: bool = False,
+    slots: int = 1,
 ) -> Iterator[Connection]:
+    """The profile's server, started (with `slots` parallel slots) or attached to, for the block's time;
+    a server this started is stopped after it unless `keep_running`."""
     api_key = _api_key(profile, settings)
     if profile.kind == "attach":
         _check_reachable(profile, api_key)
@@ -350,6 +354,7 @@ def connect(
         api_key=api_key,
         ctx_size=ctx_size,
         owned=not keep_running,
+        slots=slots,
     )
     plan, handle = launched.plan, launched.handle
     ours = not handle.reused
@@ -359,7 +364,9 @@ def connect(
         ours = True
 
     def relaunch(without_draft: ServerProfile, reason: str) -> Launched:
-        again = plan_launch(without_draft, paths, port=handle.record.port, api_key=api_key, ctx_size=ctx_size)
+        again = plan_launch(
+            without_draft, paths, port=handle.record.port, api_key=api_key, ctx_size=ctx_size, slots=slots
+        )
         started = start(again, registry, state_dir() / "logs", start_progress, owned=not keep_running,
                          draft_off=reason)  # fmt: skip
         return Launched(again, started, reason)

@@ -20,16 +20,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent.core.checks import CheckResult, last_check, work_until_checked
-from agent.core.llm import LLMError
 from agent.core.loop import Limits, Outcome
 from agent.core.workbench import mcp_configs
-from agent.errors import AgentError, ConfigError
+from agent.errors import ConfigError
 from agent.events import ErrorEvent, Event, Notice
+from agent.server.profiles import ServerProfile
 from agent.session.connect import resolve_profile
-from agent.session.live import open_session
+from agent.session.live import LiveSession, open_session
 from agent.session.taskfile import Task, TaskSpec, check_command_exists, load_task
 from agent.settings.config import Settings, load_settings, state_dir
-from agent.store.transcripts import load_session
+from agent.store.transcripts import SessionRecord, load_session
 
 DEFAULT_CHECK_ROUNDS = 3
 # What `--resume` without a task file says when the session ended on the model's answer.
@@ -56,6 +56,7 @@ class TaskRequest:
     check_rounds: int | None = None
     tool_choice: str | None = None
     auto_commit: bool | None = None  # None: the settings' (`agent new` commits the work itself)
+    attempts: int | None = None  # None: the task file's, else 1
 
 
 @dataclass
@@ -68,14 +69,54 @@ class TaskResult:
     summary: dict[str, Any] = field(default_factory=dict)  # the recorder's figures, exit code, check, error
 
 
-async def run_task(
-    request: TaskRequest,
-    settings: Settings,
-    emit: Callable[[Event], None],
-    say: Callable[[str], None] | None = None,
-) -> TaskResult:
-    """Run the task; every event goes to `emit`. `say`, when given, gets the lines for people that are
-    no events (the workdir made, a doubtful approval mode, the server ready, a build starting)."""
+@dataclass
+class PreparedTask:
+    """A task request read and resolved: what a session on it needs, before anything starts."""
+
+    task: Task | None
+    spec: TaskSpec
+    resumed: SessionRecord | None
+    workdir: Path
+    settings: Settings
+    profile: ServerProfile
+    actions: Literal["tools", "blocks"]
+    approval: str
+    limits: Limits
+    rounds: int  # check rounds
+    tool_choice: str
+
+    @property
+    def started(self) -> dict[str, Any]:
+        return self.resumed.latest_started if self.resumed else {}
+
+    def session_options(self) -> dict[str, Any]:
+        """open_session's keywords for a session on this task."""
+        return dict(
+            approval=self.approval, limits=self.limits, tool_choice=self.tool_choice, actions=self.actions,
+            task=self.task.body if self.task else "",
+            options=self.spec.model_dump(exclude_none=True, exclude_defaults=True),
+            mcp_servers=mcp_configs(self.settings, self.workdir, self.spec.mcp),
+        )  # fmt: skip
+
+    def first_message(self, live: LiveSession) -> str | None:
+        """The task message; for a resume without a task file, None (the history goes on as it is) or,
+        when the session ended on the model's answer, RESUME_PROMPT."""
+        agent = live.agent
+        if self.task:
+            return live.workbench.task_message(self.task.body, self.actions, agent.context)
+        if agent.messages[-1]["role"] == "assistant" and not agent.messages[-1].get("tool_calls"):
+            # The session ended on the model's answer: sent as it is, a server continues that answer
+            # (llama.cpp takes a last assistant message as a prefix), the transcript gets two answers
+            # in a row, and the next resume is refused ("Cannot have 2 or more assistant messages").
+            return RESUME_PROMPT
+        return None
+
+
+def prepare_task(
+    request: TaskRequest, settings: Settings, say: Callable[[str], None] | None = None
+) -> PreparedTask:
+    """Read the task (or the session to resume), make the workdir, resolve the profile and the options:
+    every usage or configuration error is raised here, before any server starts."""
     resumed = load_session(state_dir(), request.resume) if request.resume else None
     task = load_task(request.task) if request.task else None
     if task is None and resumed is None:
@@ -103,6 +144,8 @@ async def run_task(
         settings = load_settings(workdir)
     if spec.check:
         check_command_exists(spec.check, workdir)
+    if spec.lint:
+        settings = settings.model_copy(update={"lint_command": spec.lint})
     # A session attached with --base-url (or AGENT_BASE_URL) reconnects to that URL on --resume: its
     # profile, "attach", alone would mean the attach profile's own 127.0.0.1:8910. A profile named now wins.
     named_now = request.profile or (spec.profile if task else None)
@@ -110,7 +153,6 @@ async def run_task(
     profile = resolve_profile(
         settings, named_now or spec.profile or started.get("profile"), base_url, workdir, say=say
     )
-    actions = request.actions or spec.actions or profile.actions
     approval = request.approval or spec.approval or settings.approval
     if approval == "ask" and say:
         say("warning: approval mode 'ask' in a headless run: edits and commands will be refused. "
@@ -118,52 +160,54 @@ async def run_task(
     limits = Limits(
         max_turns=request.max_turns or spec.max_turns or settings.max_turns, max_seconds=spec.time_limit
     )
+    rounds = request.check_rounds if request.check_rounds is not None else spec.check_rounds
+    return PreparedTask(
+        task, spec, resumed, workdir, settings, profile, request.actions or spec.actions or profile.actions,
+        approval, limits, DEFAULT_CHECK_ROUNDS if rounds is None else rounds,
+        request.tool_choice or spec.tool_choice or "auto",
+    )  # fmt: skip
+
+
+def start_messages(profile: ServerProfile, say: Callable[[str], None] | None):
+    """open_session's progress keywords that print the server's readiness and builds through `say`."""
+    if say is None:
+        return {}
 
     def ready(elapsed: float, phase: str) -> None:
-        if phase == "ready" and say:
+        if phase == "ready":
             say(f"[{elapsed:4.1f}s] {profile.name}: ready")
 
-    def building(message: str) -> None:  # what is built (CPU or CUDA) and the time to expect
-        if say:
-            say(message)
+    return {"start_progress": ready, "on_build": say}  # on_build: what is built (CPU or CUDA), how long
 
+
+async def run_task(
+    request: TaskRequest,
+    settings: Settings,
+    emit: Callable[[Event], None],
+    say: Callable[[str], None] | None = None,
+) -> TaskResult:
+    """Run the task; every event goes to `emit`. `say`, when given, gets the lines for people that are
+    no events (the workdir made, a doubtful approval mode, the server ready, a build starting)."""
+    prep = prepare_task(request, settings, say)
+    spec, workdir = prep.spec, prep.workdir
     async with open_session(
-        settings, workdir, profile, emit, holder="agent run", approval=approval, limits=limits,
-        tool_choice=request.tool_choice or spec.tool_choice or "auto", actions=actions, resume=resumed,
-        task=task.body if task else "", options=spec.model_dump(exclude_none=True, exclude_defaults=True),
-        mcp_servers=mcp_configs(settings, workdir, spec.mcp), start_progress=ready if say else None,
-        on_build=building,
+        prep.settings, workdir, prep.profile, emit, holder="agent run", resume=prep.resumed,
+        **prep.session_options(), **start_messages(prep.profile, say),
     ) as live:  # fmt: skip
         agent = live.agent
         agent.request_overrides = spec.sampling.model_dump(exclude_none=True)
-        message = live.workbench.task_message(task.body, actions, agent.context) if task else None
-        if (
-            message is None
-            and agent.messages[-1]["role"] == "assistant"
-            and not agent.messages[-1].get("tool_calls")
-        ):
-            # The session ended on the model's answer: sent as it is, a server continues that answer
-            # (llama.cpp takes a last assistant message as a prefix), the transcript gets two answers
-            # in a row, and the next resume is refused ("Cannot have 2 or more assistant messages").
-            message = RESUME_PROMPT
-        rounds = request.check_rounds if request.check_rounds is not None else spec.check_rounds
         work = work_until_checked(
-            agent, message, spec.check, workdir, DEFAULT_CHECK_ROUNDS if rounds is None else rounds, live.emit
+            agent, prep.first_message(live), spec.check, workdir, prep.rounds, live.emit
         )
         outcome, check, interrupted = await _attempt(agent, work, spec.time_limit, live.emit)
         if spec.check and outcome is not None and outcome.status == "limit" and check is None:
             check, outcome = await last_check(outcome, spec.check, workdir, live.emit)  # the time limit
-        gone = outcome is not None and outcome.error.startswith(("ServerGone", "ServerStalled"))
-        if gone and (fate := live.connection.server_fate()):
-            # The request failed because the server this run started died or was stopped: say so.
-            live.emit(
-                Notice(f"{fate}. `agent run --resume {live.session_id}` starts it again and continues.")
-            )
-        status, code = _result(outcome, check, interrupted)
-        auto_commit = settings.auto_commit if request.auto_commit is None else request.auto_commit
+        say_server_fate(live, outcome)
+        status, code = result_status(outcome, check, interrupted)
+        auto_commit = prep.settings.auto_commit if request.auto_commit is None else request.auto_commit
         if auto_commit and status == "completed":
             note = live.workbench.auto_commit(
-                f"agent: {(task.body if task else 'resumed task').splitlines()[0][:60]}"
+                f"agent: {(prep.task.body if prep.task else 'resumed task').splitlines()[0][:60]}"
             )
             if note:
                 live.emit(Notice(note))
@@ -175,37 +219,11 @@ async def run_task(
     return TaskResult(live.session_id, status, code, outcome, check, summary)
 
 
-class Terminated(BaseException):
-    """SIGTERM outside the agent's work (while the server starts, say): unwinds like Ctrl+C, so that
-    `finally` blocks run and a server this run started is stopped, then exits 143."""
-
-
-def _terminate(_signum: int, _frame: Any) -> None:
-    raise Terminated()
-
-
-def run_task_blocking(
-    request: TaskRequest,
-    settings: Settings,
-    emit: Callable[[Event], None],
-    say: Callable[[str], None] | None = None,
-) -> TaskResult | None:
-    """`run_task` from synchronous code, SIGTERM included: the result, or None when a SIGTERM came
-    outside the work (exit EXIT["terminated"]). A server that failed before the session started raises an
-    AgentError with exit code 4."""
-    previous = signal.signal(signal.SIGTERM, _terminate)
-    try:
-        return asyncio.run(run_task(request, settings, emit, say))
-    except Terminated:
-        return None
-    except LLMError as exc:  # the server failed before the session could start
-        error = AgentError(
-            f"the model server failed: {exc}", fix="`agent server status` and `agent server logs` show it."
-        )
-        error.exit_code = EXIT["server"]
-        raise error from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+def say_server_fate(live: LiveSession, outcome: Outcome | None) -> None:
+    """The request failed because the server this run started died or was stopped: say so."""
+    gone = outcome is not None and outcome.error.startswith(("ServerGone", "ServerStalled"))
+    if gone and (fate := live.connection.server_fate()):
+        live.emit(Notice(f"{fate}. `agent run --resume {live.session_id}` starts it again and continues."))
 
 
 def _relative_to_task(workdir: str, task: Task | None) -> Path:
@@ -218,7 +236,7 @@ async def _attempt(agent, work, time_limit: float | None, emit) -> tuple[Any, Ch
     SIGINT or SIGTERM, or by the time limit."""
     received: list[int] = []
     try:
-        outcome, check = await _run_interruptible(work, time_limit, received)
+        outcome, check = await run_interruptible(work, time_limit, received)
         return outcome, check, None
     except asyncio.CancelledError:
         return None, None, received[0] if received else signal.SIGINT
@@ -228,7 +246,7 @@ async def _attempt(agent, work, time_limit: float | None, emit) -> tuple[Any, Ch
         return outcome, None, None
 
 
-async def _run_interruptible(coro, time_limit: float | None, received: list[int]):
+async def run_interruptible(coro, time_limit: float | None, received: list[int]):
     """Run the agent as a task that SIGINT and SIGTERM cancel, so it can leave a consistent history.
     The signal is appended to `received` (the exit code is 128 + it). The handlers in place before
     (`run_task_blocking`'s for SIGTERM, asyncio's for SIGINT) are put back afterwards."""
@@ -251,7 +269,7 @@ async def _run_interruptible(coro, time_limit: float | None, received: list[int]
                 signal.signal(sig, handler)
 
 
-def _result(outcome, check: CheckResult | None, interrupted: int | None) -> tuple[str, int]:
+def result_status(outcome, check: CheckResult | None, interrupted: int | None) -> tuple[str, int]:
     if interrupted is not None or outcome is None:
         return "interrupted", SIGNAL_EXIT.get(interrupted, EXIT["interrupted"])
     if outcome.status == "limit":

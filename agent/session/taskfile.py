@@ -53,6 +53,13 @@ class TaskSpec(BaseModel):
     actions: Literal["tools", "blocks"] | None = Field(
         None, description="How the model acts: native tool calls, or edit blocks written as text."
     )
+    lint: str | None = Field(
+        None, description="The project's lint command, run on each file the model edits ({path}: the file)."
+    )
+    attempts: int | None = Field(
+        None, ge=1, le=16,
+        description="Attempts at once, each in its own git worktree; the first whose check passes wins.",
+    )  # fmt: skip
     mcp: dict[str, Any] | None = Field(
         None, description="MCP servers for this task, as in .mcp.json: {name: {command, args, env} or {url}}."
     )

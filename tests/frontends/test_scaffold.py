@@ -355,6 +355,35 @@ def test_the_scripted_model_builds_the_seeds_linked_list_and_git_holds_two_commi
 
 
 @pytest.mark.slow
+def test_with_attempts_the_attempt_whose_check_passes_is_the_projects_second_commit(tmp_path, git_identity):
+    module = (SOLUTION / "linked_list.py").read_text()
+    tests = (SOLUTION / "test_linked_list.py").read_text().replace("from linked_list", "from dll.linked_list")
+    steps = {
+        1: [{"tool_calls": [call("write_file", path="src/dll/linked_list.py", content=module)]}],  # no test
+        2: [
+            {"tool_calls": [call("write_file", path="src/dll/linked_list.py", content=module)]},
+            {"tool_calls": [call("write_file", path="tests/test_linked_list.py", content=tests)]},
+        ],
+    }
+
+    def reply(body: dict) -> dict:
+        done = sum(m["role"] == "assistant" for m in body["messages"])
+        script = steps[body.get("seed") or 1]
+        return script[done] if done < len(script) else {"content": "Done."}
+
+    with ScriptedServer(default=reply) as server:
+        result = agent("new", "dll", LINKED_LIST, "--base-url", server.url, "--attempts", "2", cwd=tmp_path)
+    project = tmp_path / "dll"
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert commits(project) == [LINKED_LIST.rstrip("."), "New project dll from the python-package template"]
+    second = git(project, "show", "--name-only", "--format=", "HEAD").split()
+    assert sorted(second) == ["src/dll/linked_list.py", "tests/test_linked_list.py"]
+    assert git(project, "status", "--porcelain") == ""
+    assert git(project, "worktree", "list").count("\n") == 1  # the project's own, no attempt's
+    assert "attempt 2 passed its check first" in result.stderr
+
+
+@pytest.mark.slow
 def test_when_the_agent_hits_its_limit_the_skeleton_and_its_commit_stay(
     tmp_path, git_identity, isolated_state
 ):

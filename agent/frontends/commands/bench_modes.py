@@ -127,10 +127,12 @@ def cmd_tasks(args: Namespace, settings: Settings) -> int:
         console.note(f"{label}: {len(tasks)} tasks")
         agent_args = ["--base-url", args.base_url] if args.base_url and not name else ["-p", profile.name]
         agent_args += ["--actions", args.actions] if args.actions else []
+        attempts = getattr(args, "attempts", None) or 1
+        agent_args += ["--attempts", str(attempts)] if attempts > 1 else []
         with (
             console.build_progress() as build,
             console.start_progress(profile.name) as started,
-            connect(settings, profile, start_progress=started, build_progress=build),
+            connect(settings, profile, start_progress=started, build_progress=build, slots=attempts),
             tempfile.TemporaryDirectory(prefix="agent-tasks-") as scratch,
         ):
             out = Path(args.out) / f"{label.replace('/', '-')}.jsonl" if args.out else None

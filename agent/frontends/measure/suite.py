@@ -372,10 +372,19 @@ def result_from_events(
         by_type.setdefault(event["type"], []).append(event)
     started = (by_type.get("session.started") or [{}])[0]
     finished = (by_type.get("session.finished") or [None])[-1]
+    if attempts := by_type.get("attempts.finished"):  # several attempts: the winner's session counts
+        winner = attempts[-1]["winner"]
+        ours = [e for e in by_type.get("session.finished", []) if e.get("attempt") == (winner or 1)]
+        finished = ours[-1] if ours else finished
+        started = next(
+            (e for e in by_type.get("session.started", []) if e.get("attempt") == (winner or 1)), started
+        )
     summary = (finished or {}).get("summary") or {}
     if not finished:
         stats = [TurnStats.from_dict(e.get("stats") or {}) for e in by_type.get("turn.completed", [])]
         summary = summarise_turns(stats)
+    if attempts:  # what reached the workspace: the winner's change
+        summary = {**summary, "changes": attempts[-1].get("changes") or []}
     check = summary.get("check")
     solved = exit_code == 0 and finished is not None and (check is None or bool(check.get("passed")))
     return TaskResult(

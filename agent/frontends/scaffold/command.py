@@ -151,11 +151,12 @@ def _run_headless(args: argparse.Namespace, settings: Settings, report: Report, 
     check loop, events and exit codes, its events shown as `agent run` shows them."""
     # (lazy, like the TUI below: the session core and the model client, only when the agent works)
     from agent.frontends.headless import explain, print_json_error
-    from agent.session.task_run import EXIT, TaskRequest, run_task_blocking
+    from agent.session.run import run_task_blocking
+    from agent.session.task_run import EXIT, TaskRequest
 
     request = TaskRequest(
         task=report.task_file, workdir=report.folder, profile=args.profile, base_url=args.base_url,
-        max_turns=args.max_turns,
+        max_turns=args.max_turns, attempts=getattr(args, "attempts", None),
         auto_commit=False,  # on success `agent new` makes the second commit itself, with what was built
     )  # fmt: skip
     seen = RunObserver()
@@ -167,6 +168,7 @@ def _run_headless(args: argparse.Namespace, settings: Settings, report: Report, 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
+    result = None
     try:
         result = run_task_blocking(request, settings, emit, None if args.json else say)
     except AgentError as exc:  # the server did not start: the skeleton stays, the summary says so
@@ -186,6 +188,10 @@ def _run_headless(args: argparse.Namespace, settings: Settings, report: Report, 
             if not args.json:
                 explain(result)
     report.session_id = seen.session_id
+    if result is not None and "attempts" in result.summary:  # several sessions: the run's result says it
+        report.session_id, report.agent = result.session_id, result.status
+        report.check, report.run_summary = result.summary.get("check"), result.summary
+        return
     if seen.finished is not None:
         report.agent = seen.finished.outcome
         report.check = seen.finished.summary.get("check")

@@ -1,0 +1,310 @@
+"""Several attempts at one task at once, on one server's parallel slots: the first whose check passes
+wins, and only its change reaches the workspace.
+
+At temperature 0 a small model gives the same wrong answer round after round; independent tries,
+judged by the task's check, are what the best harnesses for small models use, and a server decodes
+several streams for little more than the time of one (FACTS.md). Each attempt is a session like any
+other (recorded, resumable) working in its own git worktree at the workspace's starting state
+(tools/worktrees.py). The first attempt samples as the task says; each other one warmer, with a seed
+of its own, and each sees only its own failures.
+
+The winner's change is applied to the workspace as one patch, after a checkpoint (`agent undo` takes
+it back). The others are cancelled, which closes their streams, and so stops their generation on the
+server. When none passes, the workspace is left as it was, and each attempt that changed something is
+kept as a branch. Whatever happens (Ctrl+C, SIGTERM, a dead server), every worktree is removed and a
+server this run started is stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.core.checks import CheckResult, last_check, work_until_checked
+from agent.core.llm import ModelClient
+from agent.core.loop import Outcome
+from agent.errors import ConfigError
+from agent.events import AttemptsFinished, ErrorEvent, Event, Notice
+from agent.session.connect import Connection, connect
+from agent.session.live import open_session
+from agent.session.task_run import (
+    EXIT,
+    PreparedTask,
+    TaskRequest,
+    TaskResult,
+    prepare_task,
+    result_status,
+    run_interruptible,
+    say_server_fate,
+    start_messages,
+)
+from agent.settings.config import Settings, state_dir
+from agent.store.lock import AgentLocks
+from agent.store.transcripts import new_session_id
+from tools.git import Checkpoints
+from tools.worktrees import AttemptTree, AttemptTrees
+
+MAX_ATTEMPTS = 16
+WARMER_BY = 0.3  # the second attempt's temperature over the task's; each further one 0.1 more
+WARMEST = 1.0
+
+
+@dataclass
+class AttemptResult:
+    number: int
+    session_id: str = ""
+    status: str = "cancelled"  # completed | failed | limit | error | interrupted | cancelled
+    exit_code: int | None = None
+    outcome: Outcome | None = None
+    check: CheckResult | None = None
+    summary: dict[str, Any] = field(default_factory=dict)  # the session's figures
+    seconds: float = 0.0
+    temperature: float | None = None
+    error: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "completed" and self.check is not None and self.check.passed
+
+    def to_dict(self, changes: list[dict], branch: str = "") -> dict[str, Any]:
+        return {
+            "attempt": self.number, "session_id": self.session_id, "status": self.status,
+            "check_passed": self.check.passed if self.check else None,
+            "check_exit_code": self.check.exit_code if self.check else None,
+            "temperature": self.temperature, "seconds": round(self.seconds, 2),
+            "turns": self.summary.get("turns"), "output_tokens": self.summary.get("output_tokens"),
+            "median_gen_tok_s": self.summary.get("median_gen_tok_s"), "changes": changes,
+            **({"branch": branch} if branch else {}), **({"error": self.error} if self.error else {}),
+        }  # fmt: skip
+
+
+def sampling_for(number: int, base: dict[str, Any], profile_temperature: float | None) -> dict[str, Any]:
+    """Request overrides of attempt `number`: the task's own for the first; warmer, seeded, after."""
+    if number == 1:
+        return dict(base)
+    temperature = base.get("temperature", profile_temperature) or 0.0
+    warmer = min(WARMEST, temperature + WARMER_BY + 0.1 * (number - 2))
+    return {**base, "temperature": round(max(warmer, temperature), 2), "seed": number}
+
+
+def check_attempts(prep: PreparedTask, count: int) -> None:
+    """Refuse, before any work starts, what attempts cannot do."""
+    if not 1 <= count <= MAX_ATTEMPTS:
+        raise ConfigError(f"--attempts takes 1 to {MAX_ATTEMPTS}, not {count}")
+    if prep.resumed is not None:
+        raise ConfigError(
+            "--attempts cannot resume a session",
+            "each attempt is a session of its own, in a worktree that is gone once the run ends",
+            f"Resume one attempt's session alone: agent run --resume {prep.resumed.session_id}",
+        )
+    if not prep.spec.check:
+        raise ConfigError(
+            f"{count} attempts need a check to judge them, and this task has none",
+            "the first attempt whose check passes wins; without one, no attempt can win",
+            "Add `check: COMMAND` to the task's front matter (the command that says the task is done), "
+            "or run one attempt.",
+        )
+
+
+async def run_attempts(
+    request: TaskRequest,
+    settings: Settings,
+    emit: Callable[[Event], None],
+    say: Callable[[str], None] | None = None,
+    count: int = 2,
+) -> TaskResult:
+    """`count` attempts at the task, at once; the first whose check passes wins (see the module)."""
+    prep = prepare_task(request, settings, say)
+    check_attempts(prep, count)
+    run_id = new_session_id()
+    trees = AttemptTrees(prep.workdir, state_dir() / "attempts" / run_id, run_id)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(AgentLocks(state_dir(), prep.workdir, "agent run --attempts").holding(run_id))
+        connection = stack.enter_context(
+            connect(prep.settings, prep.profile, slots=count, **start_messages(prep.profile, say))
+        )
+        stack.callback(trees.remove)  # registered after the server: removed first, whatever happens
+        attempt_trees = trees.create(count)
+        await _say_slots(connection, count, emit)
+        started = time.monotonic()
+        results, interrupted = await _race(prep, connection, attempt_trees, emit)
+        return _conclude(prep, trees, attempt_trees, results, interrupted, time.monotonic() - started, emit)
+    raise AssertionError("unreachable")
+
+
+async def _say_slots(connection: Connection, count: int, emit: Callable[[Event], None]) -> None:
+    """On a server this run did not start with the slots, the attempts take turns: say so."""
+    client = ModelClient(connection.endpoint)
+    try:
+        slots = await client.server_slots()
+    finally:
+        await client.close()
+    if slots is None:
+        emit(Notice(f"the server does not say how many requests it serves at once (/props): the {count} "
+                    "attempts may take turns rather than run together"))  # fmt: skip
+    elif slots < count:
+        emit(Notice(f"the server serves {slots} request{'s' if slots != 1 else ''} at once: the {count} "
+                    f"attempts take turns on its slots (start it with -np {count} for all at once)"))  # fmt: skip
+
+
+async def _race(
+    prep: PreparedTask, connection: Connection, trees: list[AttemptTree], emit: Callable[[Event], None]
+) -> tuple[dict[int, AttemptResult], int | None]:
+    """Run the attempts until one passes (the others are cancelled) or all end; SIGINT and SIGTERM
+    cancel them all. The results by attempt, and the signal that interrupted the run, if one did."""
+    results = {tree.number: AttemptResult(tree.number) for tree in trees}
+    received: list[int] = []
+
+    async def race() -> None:
+        tasks = [asyncio.ensure_future(_attempt(prep, connection, tree, results[tree.number], emit))
+                 for tree in trees]  # fmt: skip
+        pending = set(tasks)
+        try:
+            while pending:
+                _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                if any(results[n].passed for n in results):
+                    break
+        finally:
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    try:
+        await run_interruptible(race(), None, received)
+    except asyncio.CancelledError:
+        return results, received[0] if received else EXIT["interrupted"] - 128
+    return results, None
+
+
+async def _attempt(
+    prep: PreparedTask,
+    connection: Connection,
+    tree: AttemptTree,
+    result: AttemptResult,
+    emit: Callable[[Event], None],
+) -> None:
+    """One attempt: a session in its worktree, worked until its check passes or it stops; `result` is
+    filled in as it goes, so that a cancelled attempt still says what it was."""
+    number, began = tree.number, time.monotonic()
+    spec, check = prep.spec, prep.spec.check or ""
+
+    def tagged(event: Event) -> None:
+        event.attempt = number
+        emit(event)
+
+    try:
+        async with open_session(
+            prep.settings, tree.workdir, prep.profile, tagged, holder=f"agent run, attempt {number}",
+            connection=connection, trust_notice=False, **prep.session_options(),
+        ) as live:  # fmt: skip
+            result.session_id = live.session_id
+            agent = live.agent
+            overrides = sampling_for(
+                number, spec.sampling.model_dump(exclude_none=True), prep.profile.sampling.temperature
+            )
+            agent.request_overrides, result.temperature = overrides, overrides.get("temperature")
+            outcome: Outcome | None = None
+            try:
+                async with asyncio.timeout(spec.time_limit):
+                    outcome, result.check = await work_until_checked(
+                        agent, prep.first_message(live), check, tree.workdir, prep.rounds, live.emit
+                    )
+            except TimeoutError:
+                outcome = Outcome(
+                    "limit", "", agent.turn, f"reached the time limit of {spec.time_limit:.0f} s"
+                )
+                live.emit(ErrorEvent("limit", outcome.error))
+                result.check, outcome = await last_check(outcome, check, tree.workdir, live.emit)
+            except asyncio.CancelledError:
+                result.summary = live.finish(
+                    "cancelled", error="another attempt passed first, or the run was stopped"
+                )
+                raise
+            finally:
+                result.seconds = time.monotonic() - began
+            say_server_fate(live, outcome)
+            result.outcome = outcome
+            result.status, result.exit_code = result_status(outcome, result.check, None)
+            result.summary = live.finish(
+                result.status, outcome.final, exit_code=result.exit_code,
+                check=result.check.to_dict() if result.check else None, error=outcome.error,
+            )  # fmt: skip
+    except asyncio.CancelledError:
+        result.status = "cancelled"
+        raise
+    except Exception as exc:  # a session that could not open (the server gone): this attempt's end only
+        result.status, result.exit_code = "error", EXIT["server"]
+        result.error = f"{type(exc).__name__}: {exc}"
+        result.seconds = time.monotonic() - began
+        emit(ErrorEvent("attempt_failed", f"attempt {number}: {result.error}", attempt=number))
+
+
+def _conclude(
+    prep: PreparedTask,
+    trees: AttemptTrees,
+    attempt_trees: list[AttemptTree],
+    results: dict[int, AttemptResult],
+    interrupted: int | None,
+    seconds: float,
+    emit: Callable[[Event], None],
+) -> TaskResult:
+    """Apply the winner's change, or keep the losers as branches; the run's summary and exit code."""
+    winner = next((r for r in sorted(results.values(), key=lambda r: r.seconds) if r.passed), None)
+    applied: list[dict] = []
+    rows = []
+    for tree in attempt_trees:
+        result = results[tree.number]
+        changes = [c.to_dict() for c in _safely(lambda t=tree: trees.changes(t), [])]
+        branch = ""
+        if winner is not None and result is winner:
+            Checkpoints(trees.repo).create(f"before attempt {tree.number}'s change")
+            applied = [c.to_dict() for c in trees.apply(tree)]
+            if prep.settings.auto_commit:
+                _auto_commit(trees, prep)
+        elif winner is None and changes:
+            branch = _safely(lambda t=tree: trees.keep(t), "")
+        rows.append(result.to_dict(changes, branch))
+    tokens = sum(r.summary.get("output_tokens") or 0 for r in results.values())
+    emit(
+        AttemptsFinished(
+            winner.number if winner else None, rows, applied, round(seconds, 2), tokens,
+            round(tokens / seconds, 2) if seconds and tokens else None,
+        )
+    )  # fmt: skip
+    if winner is not None:
+        status, code, lead = "completed", EXIT["success"], winner
+    elif interrupted is not None:
+        status, code = "interrupted", 128 + interrupted
+        lead = results[1]
+    else:
+        lead = results[1]
+        statuses = {r.status for r in results.values()}
+        status, code = (
+            ("error", EXIT["server"]) if statuses == {"error"} else
+            ("limit", EXIT["limit"]) if statuses == {"limit"} else ("failed", EXIT["failed"])
+        )  # fmt: skip
+    summary = {
+        **lead.summary, "exit_code": code, "changes": applied, "attempts": rows,
+        "winner": winner.number if winner else None,
+        "check": lead.check.to_dict() if lead.check else None,
+    }  # fmt: skip
+    return TaskResult(lead.session_id, status, code, lead.outcome, lead.check, summary)
+
+
+def _auto_commit(trees: AttemptTrees, prep: PreparedTask) -> None:
+    subject = f"agent: {(prep.task.body if prep.task else 'task').splitlines()[0][:60]}"
+    checkpoints = Checkpoints(trees.repo)
+    newest = checkpoints.list()[-1]
+    checkpoints.commit_changes(subject, newest.sha)
+
+
+def _safely(make, default):
+    """What `make` gives, or `default` when git refuses (the summary goes without that part)."""
+    try:
+        return make()
+    except Exception:
+        return default

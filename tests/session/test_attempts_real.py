@@ -1,0 +1,63 @@
+"""Attempts on the real embedded llama-server (tiny): the server the run starts gets a slot per
+attempt, with each slot keeping the profile's context, the attempts stream at once, the loser is
+stopped on the server, and a server killed mid-run ends every attempt with no worktree left."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+from tests.core.test_loop import git_repo
+from tests.faults import start_agent, wait_until
+from tests.faults.test_server_faults import agent_server, fault_profile, finally_gone, log_of, task
+from tests.session.test_attempts import worktrees
+
+pytestmark = pytest.mark.server
+
+
+def test_a_started_server_gets_a_slot_per_attempt_and_the_winner_lands(tmp_path, isolated_state, embedded):
+    repo = git_repo(tmp_path / "repo")
+    profile = fault_profile(isolated_state, max_tokens=48)
+    # A check that passes whatever the base model writes: the first attempt to finish wins.
+    proc = start_agent(str(task(tmp_path, check="true", max_turns=2)), "-p", profile, "--workdir", str(repo),
+                       "--attempts", "2", "--json")  # fmt: skip
+    with finally_gone(isolated_state) as seen:
+        record = agent_server(isolated_state, proc)
+        seen.append(record)
+        out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    argv = record.argv
+    assert argv[argv.index("-np") + 1] == "2" and argv[argv.index("--ctx-size") + 1] == str(2 * 8192)
+    assert "n_ctx_slot = 8192" in log_of(record) or "n_ctx_seq (8192)" in log_of(record), log_of(record)[
+        -3000:
+    ]
+    events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    [finished] = [e for e in events if e["type"] == "attempts.finished"]
+    assert finished["winner"] in (1, 2)
+    assert not [e for e in events if "take turns" in e.get("message", "")]  # both ran at once
+    assert worktrees(repo) == [f"worktree {repo}"]
+
+
+def test_a_server_killed_mid_run_ends_every_attempt_and_leaves_no_worktree(
+    tmp_path, isolated_state, embedded
+):
+    repo = git_repo(tmp_path / "repo")
+    profile = fault_profile(isolated_state, max_tokens=400)
+    proc = start_agent(str(task(tmp_path, check="false", max_turns=3)), "-p", profile, "--workdir", str(repo),
+                       "--attempts", "2", "--json")  # fmt: skip
+    with finally_gone(isolated_state) as seen:
+        record = agent_server(isolated_state, proc)
+        seen.append(record)
+        wait_until(lambda: log_of(record).count("processing task") >= 1, what="a request to reach the server")
+        os.kill(record.pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 4, out + err
+    events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert sorted(e["attempt"] for e in events if e["type"] == "session.finished") == [1, 2]
+    [finished] = [e for e in events if e["type"] == "attempts.finished"]
+    assert finished["winner"] is None
+    assert worktrees(repo) == [f"worktree {repo}"]
+    assert not (isolated_state / "attempts").exists() or not any((isolated_state / "attempts").iterdir())

@@ -1,0 +1,128 @@
+"""Git worktrees for attempts at one task: each attempt works in a tree of its own, at the workspace's
+starting state (uncommitted and untracked files included, ignored ones not), and only the winner's
+change comes back to the workspace, as one patch.
+
+The starting state is a commit whose parent is HEAD (the workspace's own files, byte for byte, as a
+checkpoint stores them); each attempt's tree is `git worktree add --detach` of it. An attempt that is
+kept becomes a branch `agent/attempts/RUN-N` on top of that commit, so `git diff` between the two is
+exactly what it did. Nothing here touches the user's index, HEAD or branches, except the branches it
+is asked to keep.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.errors import ConfigError
+from tools.git import AGENT_IDENTITY, Checkpoints, open_repo
+
+BRANCH_PREFIX = "agent/attempts/"
+
+
+@dataclass
+class AttemptTree:
+    number: int  # 1-based
+    root: Path  # the worktree
+    workdir: Path  # where the attempt works: the workspace's place inside the worktree
+
+
+@dataclass
+class FileChange:
+    path: str
+    added: int | None  # None: a binary file
+    deleted: int | None
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "added": self.added, "deleted": self.deleted}
+
+
+class AttemptTrees:
+    """The worktrees of one run of attempts, under `folder` (outside the workspace)."""
+
+    def __init__(self, workspace: Path, folder: Path, run_id: str) -> None:
+        repo = open_repo(workspace)
+        if repo is None or repo.working_tree_dir is None:
+            raise ConfigError(
+                f"attempts need a git repository, and {workspace} is not in one",
+                "Each attempt works in a git worktree of the workspace, at its starting state.",
+                "Make it one first: git init && git add -A && git commit -m start",
+            )
+        self.repo = repo
+        self.checkpoints = Checkpoints(repo)
+        self.top = Path(repo.working_tree_dir).resolve()
+        self.inside = workspace.resolve().relative_to(self.top)  # the workspace may be a subfolder
+        self.folder = folder
+        self.run_id = run_id
+        self.start = ""  # the commit of the starting state
+        self.trees: list[AttemptTree] = []
+
+    def create(self, count: int) -> list[AttemptTree]:
+        """`count` worktrees at the workspace's state as it is now."""
+        tree = self.checkpoints.snapshot_tree()
+        parents = ["-p", self.repo.head.commit.hexsha] if self.repo.head.is_valid() else []
+        with self.repo.git.custom_environment(**AGENT_IDENTITY):
+            self.start = self.repo.git.commit_tree(
+                tree, *parents, "-m", "agent: the attempts' starting state"
+            )
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for number in range(1, count + 1):
+            root = self.folder / str(number)
+            self.repo.git.worktree("add", "--detach", "--quiet", str(root), self.start)
+            self.trees.append(AttemptTree(number, root, root / self.inside))
+        return self.trees
+
+    def state(self, attempt: AttemptTree) -> str:
+        """The tree object of what the attempt's worktree holds now."""
+        return Checkpoints(open_repo(attempt.root)).snapshot_tree()
+
+    def changes(self, attempt: AttemptTree) -> list[FileChange]:
+        """Lines added and deleted per file by the attempt."""
+        listing = self.repo.git.diff("--numstat", "--no-renames", self.start, self.state(attempt))
+        found = []
+        for line in listing.splitlines():
+            added, deleted, path = line.split("\t", 2)
+            binary = added == "-"
+            found.append(FileChange(path, None if binary else int(added), None if binary else int(deleted)))
+        return found
+
+    def apply(self, attempt: AttemptTree) -> list[FileChange]:
+        """The attempt's change, applied to the workspace as one patch; what it changed. Raises
+        ConfigError, changing nothing, when the workspace moved on since the start and it won't apply."""
+        patch = self.repo.git.diff("--binary", "--no-renames", self.start, self.state(attempt))
+        if not patch.strip():
+            return []
+        patch_file = self.folder / f"attempt-{attempt.number}.patch"
+        patch_file.write_text(patch + "\n", encoding="utf-8")
+        try:
+            self.repo.git.apply("--binary", "--check", str(patch_file))
+        except Exception as exc:
+            branch = self.keep(attempt)
+            raise ConfigError(
+                f"attempt {attempt.number} passed, but its change does not apply to the workspace",
+                f"the workspace changed while the attempts ran: {str(exc).strip()[-300:]}",
+                f"It is kept as the branch {branch}: git diff {branch}~1 {branch} | git apply",
+            ) from None
+        self.repo.git.apply("--binary", str(patch_file))
+        return self.changes(attempt)
+
+    def keep(self, attempt: AttemptTree) -> str:
+        """The attempt's state as a branch on top of the starting state; its name."""
+        tree = self.state(attempt)
+        with self.repo.git.custom_environment(**AGENT_IDENTITY):
+            sha = self.repo.git.commit_tree(tree, "-p", self.start, "-m", f"agent: attempt {attempt.number}")
+        branch = f"{BRANCH_PREFIX}{self.run_id}-{attempt.number}"
+        self.repo.git.branch("--force", branch, sha)
+        return branch
+
+    def remove(self) -> None:
+        """Every worktree of this run, gone from disk and from git's list."""
+        for attempt in self.trees:
+            try:
+                self.repo.git.worktree("remove", "--force", "--force", str(attempt.root))
+            except Exception:  # already gone, or locked: the folder goes anyway, and prune forgets it
+                shutil.rmtree(attempt.root, ignore_errors=True)
+        self.trees = []
+        self.repo.git.worktree("prune")
+        shutil.rmtree(self.folder, ignore_errors=True)
