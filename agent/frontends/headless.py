@@ -117,6 +117,9 @@ def attempts_lines(summary: dict) -> list[str]:
         return []
     lines = [f"attempt {winner} passed its check first: its change is applied" if winner else
              f"no attempt of {len(attempts)} passed its check: the workspace is as it was"]  # fmt: skip
+    if summary.get("attempts_tok_s"):
+        lines.append(f"  {summary['attempts_output_tokens']} tokens in {summary['attempts_seconds']:.0f} s: "
+                     f"{summary['attempts_tok_s']:.1f} tok/s summed over the server's slots")  # fmt: skip
     for row in attempts:
         check = {True: "check passed", False: f"check failed (exit {row.get('check_exit_code')})"}.get(
             row.get("check_passed"), "not checked"

@@ -269,12 +269,12 @@ def _conclude(
             branch = _safely(lambda t=tree: trees.keep(t), "")
         rows.append(result.to_dict(changes, branch))
     tokens = sum(r.summary.get("output_tokens") or 0 for r in results.values())
+    throughput = round(tokens / seconds, 2) if seconds and tokens else None
     emit(
         AttemptsFinished(
-            winner.number if winner else None, rows, applied, round(seconds, 2), tokens,
-            round(tokens / seconds, 2) if seconds and tokens else None,
+            winner.number if winner else None, rows, applied, round(seconds, 2), tokens, throughput
         )
-    )  # fmt: skip
+    )
     if winner is not None:
         status, code, lead = "completed", EXIT["success"], winner
     elif interrupted is not None:
@@ -290,6 +290,7 @@ def _conclude(
     summary = {
         **lead.summary, "exit_code": code, "changes": applied, "attempts": rows,
         "winner": winner.number if winner else None,
+        "attempts_seconds": round(seconds, 2), "attempts_output_tokens": tokens, "attempts_tok_s": throughput,
         "check": lead.check.to_dict() if lead.check else None,
     }  # fmt: skip
     return TaskResult(lead.session_id, status, code, lead.outcome, lead.check, summary)

@@ -140,6 +140,7 @@ def test_the_human_summary_lists_each_attempt_and_how_to_take_a_kept_one(tmp_pat
     assert "no attempt of 2 passed its check: the workspace is as it was" in result.stderr
     assert "  attempt 1: failed, check failed (exit 1), 1 files +2 -0" in result.stderr
     assert "| git apply`" in result.stderr and "[attempt 2] " in result.stderr
+    assert "tok/s summed over the server's slots" in result.stderr
 
 
 def test_attempts_without_a_check_are_refused_before_any_work(tmp_path, isolated_state):
