@@ -23,6 +23,7 @@ from agent.core.repomap import repository_view
 from agent.core.workbench import Workbench
 from agent.frontends.measure.suite import discover, prepare_workdir
 from agent.protocols.base import fence_for
+from agent.protocols.registry import make_actions
 from agent.session.taskfile import load_task
 
 TASKS = Path(__file__).resolve().parents[1] / "examples" / "tasks"
@@ -42,9 +43,9 @@ def main() -> None:
             context = ContextWindow(args.n_ctx, args.reserve)
             workbench = Workbench(workdir)
             started = time.perf_counter()
-            message = workbench.task_message(body, "blocks", context)
+            message = workbench.task_message(body, make_actions("blocks", workdir), context)
             seconds = time.perf_counter() - started
-            budget = workbench.files_budget(body, context)
+            budget = workbench.files_budget(body, context, len(system_prompt(workdir, "blocks")))
             view = repository_view(workdir, body, budget, fence_for, workbench.recent_files())
             first = len(system_prompt(workdir, "blocks")) + len(message)
             files = sum(1 for p in workdir.rglob("*") if p.is_file() and ".git" not in p.parts)

@@ -209,3 +209,37 @@ def test_the_checker_reports_a_planted_circle_and_an_upward_import(tmp_path):
 
     assert circles(planted) == [{"pkg.a", "pkg.b"}]
     assert upward_imports(planted, layers) == ["pkg.low (low) imports pkg.front.view (high)"]
+
+
+# A protocol is a folder (agent/protocols/NAME/): the core reaches protocols only through what they
+# share (agent.protocols.base) and the registry that finds the folders, never a concrete one.
+PROTOCOL_SHARED = {"agent.protocols", "agent.protocols.base", "agent.protocols.registry"}
+
+
+def concrete_protocol_imports(graph: dict[str, set[str]], outside: str = "agent.core.") -> list[str]:
+    return [
+        f"{module} imports {target}"
+        for module, targets in sorted(graph.items())
+        if module.startswith(outside)
+        for target in sorted(targets)
+        if target.startswith("agent.protocols") and target not in PROTOCOL_SHARED
+    ]
+
+
+def test_the_core_never_imports_a_concrete_protocol(graph):
+    assert concrete_protocol_imports(graph) == []
+
+
+def test_the_protocol_rule_reports_a_planted_import():
+    planted = {"agent.core.loop": {"agent.protocols.edit_blocks.protocol", "agent.protocols.registry"}}
+    assert concrete_protocol_imports(planted) == [
+        "agent.core.loop imports agent.protocols.edit_blocks.protocol"
+    ]
+
+
+def test_the_registry_finds_every_protocol_folder():
+    from agent.protocols.registry import protocols
+
+    folders = {p.name for p in (ROOT / "agent" / "protocols").iterdir() if (p / "protocol.py").is_file()}
+    assert {cls.__module__.split(".")[2] for cls in protocols().values()} == folders
+    assert set(protocols()) == {"tools", "blocks"}

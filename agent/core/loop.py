@@ -31,7 +31,7 @@ from agent.events import (
     UserMessage,
 )
 from agent.protocols.base import ActionProtocol, ReadAnswer
-from agent.protocols.tool_calls.protocol import ToolCallActions
+from agent.protocols.registry import make_actions
 from tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 from tools.permissions import Permissions, Verdict
 
@@ -69,7 +69,7 @@ class Agent:
     context: ContextWindow | None = None
     checkpoint: Callable[[str], str | None] | None = None  # snapshot before the first change of a task
     tool_choice: str = "auto"
-    actions: ActionProtocol = field(default_factory=ToolCallActions)  # how the model acts
+    actions: ActionProtocol = field(default_factory=lambda: make_actions("tools"))  # how the model acts
     request_overrides: dict[str, Any] = field(default_factory=dict)
     recover: Recovery | None = None  # one more try of a request that failed, once it is put right
     messages: list[dict[str, Any]] = field(default_factory=list)

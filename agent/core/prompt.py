@@ -12,8 +12,7 @@ import platform
 import time
 from pathlib import Path
 
-from agent.protocols.edit_blocks.prompt import SYSTEM_PROMPT_BLOCKS
-from agent.protocols.tool_calls.prompt import SYSTEM_PROMPT
+from agent.protocols.registry import system_prompt_of
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")  # the first one present is used
 MAX_INSTRUCTIONS = 20_000
@@ -31,8 +30,9 @@ def project_instructions(workspace: Path) -> tuple[str, str] | None:
 
 
 def system_prompt(workspace: Path, actions: str = "tools") -> str:
-    """The stable prefix: the same bytes for the whole session."""
-    parts = [SYSTEM_PROMPT_BLOCKS if actions == "blocks" else SYSTEM_PROMPT]
+    """The stable prefix: the same bytes for the whole session: the protocol's prompt (its folder's),
+    then the project's instructions."""
+    parts = [system_prompt_of(actions)]
     found = project_instructions(workspace)
     if found:
         name, text = found

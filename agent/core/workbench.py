@@ -18,10 +18,8 @@ from agent.core.prompt import system_prompt, user_message
 from agent.core.repomap import repository_view
 from agent.errors import ConfigError
 from agent.events import Event, Notice
-from agent.protocols.base import ActionsMode, fence_for
-from agent.protocols.edit_blocks.parser import parse_answer
-from agent.protocols.edit_blocks.prompt import BLOCKS_REMINDER, BLOCKS_REMINDER_PARTLY
-from agent.protocols.modes import make_actions
+from agent.protocols.base import ActionProtocol, ActionsMode, fence_for
+from agent.protocols.registry import make_actions, protocols
 from agent.settings.config import Settings
 from agent.settings.trust import is_trusted
 from tools.base import Tool, ToolContext, ToolRegistry
@@ -107,27 +105,28 @@ class Workbench:
         # was shown whole, which the task message adds to, and the task's own words.
         self.tool_state: dict = {}
 
-    def task_message(self, task: str, actions: str = "tools", context: ContextWindow | None = None) -> str:
-        """The task with the environment note; with the blocks protocol, the repository's files too,
-        cut to what the context has room for once the prompt prefix and the task are in."""
+    def task_message(
+        self, task: str, protocol: ActionProtocol | None = None, context: ContextWindow | None = None
+    ) -> str:
+        """The task with the environment note; where the protocol shows the repository, its files too,
+        cut to what the context has room for once the prompt prefix and the task are in, and the
+        protocol's reminder last."""
         self.tool_state[TASK_TEXT] = task
-        if actions != "blocks":
+        if protocol is None or not protocol.shows_repository:
             return user_message(task, self.workspace, git_summary(self.repo))
-        view = repository_view(
-            self.workspace, task, self.files_budget(task, context), fence_for, self.recent_files()
-        )
+        budget = self.files_budget(task, context, len(system_prompt(self.workspace, protocol.mode)))
+        view = repository_view(self.workspace, task, budget, fence_for, self.recent_files())
         for rel in view.whole:
             mark_shown_whole(self.tool_state, self.workspace / rel)
-        reminder = (
-            BLOCKS_REMINDER_PARTLY.format(files=" or ".join(view.partly)) if view.partly else BLOCKS_REMINDER
-        )
+        reminder = protocol.reminder(view.partly)
         return user_message(task, self.workspace, git_summary(self.repo), view.text, reminder)
 
-    def files_budget(self, task: str, context: ContextWindow | None) -> int:
+    def files_budget(self, task: str, context: ContextWindow | None, prompt_chars: int) -> int:
         """Characters for the repository in the task message: 40% of the budget, and never more than
-        what is left once the prefix (system prompt, instructions, tools) and the task are counted."""
+        what is left once the prefix (system prompt and instructions: `prompt_chars`, tools) and the
+        task are counted."""
         budget = context.budget if context else 8192
-        prefix = (context.tools_chars if context else 0) + len(system_prompt(self.workspace, "blocks"))
+        prefix = (context.tools_chars if context else 0) + prompt_chars
         left = budget * CHARS_PER_TOKEN - prefix - len(task) - 2000  # the note, the reminder, markup
         return max(1000, int(min(budget * 0.4 * CHARS_PER_TOKEN, left * 0.8)))
 
@@ -204,19 +203,11 @@ def shown_in_history(history: list[dict], workspace: Path) -> list[Path]:
     """Files whose current text the resumed conversation holds whole: written by the model (a
     write_file call, a whole-file block) or shown to it in a task message. A resumed session may
     rewrite those, as the session before it could."""
+    readers = [make_actions(mode, workspace) for mode in sorted(protocols(), reverse=True)]  # tools, blocks
     texts: dict[str, str] = {}
     for message in history:
-        for call in message.get("tool_calls") or []:
-            function = call.get("function") or {}
-            if function.get("name") == "write_file":
-                with contextlib.suppress(ValueError, TypeError, AttributeError):
-                    args = json.loads(function.get("arguments") or "{}")
-                    texts[args["path"]] = args["content"]
-        content = message.get("content")
-        if isinstance(content, str) and "```" in content:
-            for action in parse_answer(content).actions:
-                if action.kind == "write" and action.path:
-                    texts[action.path] = action.content
+        for reader in readers:  # each protocol reads its own messages (the task message's files too)
+            texts.update(reader.files_written(message))
     found = []
     for rel, text in texts.items():
         path = workspace / rel
@@ -284,7 +275,7 @@ async def build_agent(
             lint_command=settings.lint_command,
         ),
         permissions=permissions,
-        system_prompt=system_prompt(workbench.workspace, actions),
+        system_prompt=system_prompt(workbench.workspace, protocol.mode),
         emit=emit,
         approve=approve,
         limits=limits or Limits(max_turns=settings.max_turns),

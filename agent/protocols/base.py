@@ -38,6 +38,18 @@ class ReadAnswer:
 
 class ActionProtocol(Protocol):
     mode: ActionsMode
+    system_prompt: str  # the protocol's part of the stable prefix (agent/core/prompt.py adds the project's)
+    shows_repository: bool  # the task message carries the repository's files (agent/core/repomap.py)
+
+    def reminder(self, partly: list[str]) -> str:
+        """Said last in the task message, next to where the model starts writing ('' for none);
+        `partly`: the files the task names that were too long to show whole."""
+        ...
+
+    def files_written(self, message: dict[str, Any]) -> dict[str, str]:
+        """{path: content} of the whole files a recorded message of this protocol wrote (a resumed
+        session may rewrite those, as the session before it could)."""
+        ...
 
     def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]: ...
 

@@ -103,7 +103,7 @@ class PreparedTask:
         when the session ended on the model's answer, RESUME_PROMPT."""
         agent = live.agent
         if self.task:
-            return live.workbench.task_message(self.task.body, self.actions, agent.context)
+            return live.workbench.task_message(self.task.body, agent.actions, agent.context)
         if agent.messages[-1]["role"] == "assistant" and not agent.messages[-1].get("tool_calls"):
             # The session ended on the model's answer: sent as it is, a server continues that answer
             # (llama.cpp takes a last assistant message as a prefix), the transcript gets two answers

@@ -50,8 +50,7 @@ class Run:
             Settings(approval=self.approval), workbench, client, self.events.append, self.approve, **self.kw
         )
         try:
-            actions = self.kw.get("actions", "tools")
-            return await self.agent.run(workbench.task_message(task, actions, self.agent.context))
+            return await self.agent.run(workbench.task_message(task, self.agent.actions, self.agent.context))
         finally:
             await client.close()
 

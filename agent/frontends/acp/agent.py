@@ -301,9 +301,7 @@ class SpecAgent:
         live, agent = session.live, session.live.agent
         first = session.prompts == 0 and len(agent.messages) <= 1
         session.prompts += 1
-        message = (
-            live.workbench.task_message(content, live.profile.actions, agent.context) if first else content
-        )
+        message = live.workbench.task_message(content, agent.actions, agent.context) if first else content
         live.workbench.task_start = None  # auto-commit takes only what this prompt changes
         session.interrupted = False
         try:

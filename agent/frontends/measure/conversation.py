@@ -169,7 +169,7 @@ async def run_conversation(
             for prompt in prompts.values():
                 began, before = time.monotonic(), len(recorder.stats)
                 starts.clear()
-                await agent.run(live.workbench.task_message(prompt, actions, agent.context))
+                await agent.run(live.workbench.task_message(prompt, agent.actions, agent.context))
                 tasks.append((began, list(starts), time.monotonic(), recorder.stats[before:]))
             costs = request_costs(tasks)
             # the requests' own message lists, in order, for those that completed

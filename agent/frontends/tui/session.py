@@ -157,11 +157,12 @@ class InteractiveSession:
         """One user prompt, worked on until the model is done. Cancelling the task (Esc) interrupts
         it; the loop leaves a history the next prompt can continue."""
         assert self.agent is not None
-        actions = self.profile.actions if self.profile else "tools"
         # The first prompt carries the environment note (and, for edit blocks, the files); later ones
         # go as typed, so the conversation's prefix stays cached.
         message = (
-            self.workbench.task_message(text, actions, self.agent.context) if not self._tasks_done else text
+            self.workbench.task_message(text, self.agent.actions, self.agent.context)
+            if not self._tasks_done
+            else text
         )
         self._tasks_done += 1
         self.workbench.task_start = None  # auto-commit takes only what this prompt changes

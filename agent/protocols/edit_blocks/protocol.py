@@ -19,6 +19,7 @@ from agent.protocols.edit_blocks.prompt import (
     BLOCKS_REMINDER,
     BLOCKS_REMINDER_PARTLY,
     SEARCH_REPLACE_REMINDER,
+    SYSTEM_PROMPT_BLOCKS,
 )
 from tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 from tools.search import workspace_files
@@ -34,6 +35,17 @@ class BlockActions:
     """Edit blocks, whole files and bash fences written as text; results come back as one user message."""
 
     mode: ActionsMode = "blocks"
+    system_prompt = SYSTEM_PROMPT_BLOCKS
+    shows_repository = True  # a small model acts on what it is shown; it rarely asks to read
+
+    def reminder(self, partly: list[str]) -> str:
+        return BLOCKS_REMINDER_PARTLY.format(files=" or ".join(partly)) if partly else BLOCKS_REMINDER
+
+    def files_written(self, message: dict[str, Any]) -> dict[str, str]:
+        content = message.get("content")
+        if not isinstance(content, str) or "```" not in content:
+            return {}
+        return {a.path: a.content for a in parse_answer(content).actions if a.kind == "write" and a.path}
 
     def __init__(self, workspace: Path) -> None:
         self.workspace = Workspace(workspace)
@@ -268,3 +280,6 @@ def _arguments(call: ToolCall) -> dict[str, Any]:
     except ValueError:
         return {}
     return data if isinstance(data, dict) else {}
+
+
+PROTOCOL = BlockActions

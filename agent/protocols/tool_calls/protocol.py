@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
+from pathlib import Path
 from typing import Any
 
 from agent.core.check_output import CheckFailure
@@ -11,6 +14,7 @@ from agent.core.history import assistant_message
 from agent.core.llm import Completion, ToolCall
 from agent.protocols.base import ActionsMode, ReadAnswer, stopped_at_limit
 from agent.protocols.tool_calls.parser import calls_from_text
+from agent.protocols.tool_calls.prompt import SYSTEM_PROMPT
 from tools.base import ToolContext, ToolRegistry, ToolResult, parameters_of
 
 FENCED_CODE = re.compile(r"^```[ \t]*(\w[\w+-]*)?[ \t]*$", re.M)
@@ -21,9 +25,24 @@ class ToolCallActions:
     """Native tool calls; calls written as text are taken too; code in prose is never run."""
 
     mode: ActionsMode = "tools"
+    system_prompt = SYSTEM_PROMPT
+    shows_repository = False  # the model reads what it needs with read_file
 
-    def __init__(self) -> None:
+    def __init__(self, workspace: Path | None = None) -> None:
         self.corrections = 0
+
+    def reminder(self, partly: list[str]) -> str:
+        return ""
+
+    def files_written(self, message: dict[str, Any]) -> dict[str, str]:
+        written = {}
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            if function.get("name") == "write_file":
+                with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError):
+                    args = json.loads(function.get("arguments") or "{}")
+                    written[args["path"]] = str(args["content"])
+        return written
 
     def new_task(self) -> None:
         self.corrections = 0
@@ -77,3 +96,6 @@ class ToolCallActions:
         if answer.problems:
             messages.append({"role": "user", "content": "\n".join(answer.problems)})
         return messages
+
+
+PROTOCOL = ToolCallActions
