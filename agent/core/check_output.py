@@ -40,11 +40,53 @@ class Location:
 
 @dataclass
 class CheckFailure:
-    """What the model is told after a failed check, and the places in the project its output names
-    (the blocks protocol asks for a SEARCH/REPLACE there instead of showing whole files)."""
+    """What the model is told after a failed check: the verdict and output (`head`), the located lines
+    (`where`), what to do (`tail`); and the places and the error itself, for a protocol that shows the
+    files whole with the error written on its line (the blocks protocol)."""
 
-    message: str
+    head: str
+    where: str
+    tail: str
     locations: list[Location]
+    error: str = ""  # the exception line of the output, e.g. "TypeError: 'tuple' object does not ..."
+
+    @property
+    def message(self) -> str:
+        return "".join([self.head, self.where, self.tail])
+
+
+# Written at the end of a located line of a file shown to the model (and taken off what it writes back,
+# by `marks_off`): a small model copies whole files, so the error goes where it copies.
+MARK = "<- the check failed here"
+_COMMENT = {".py": "#", ".sh": "#", ".rb": "#", ".toml": "#", ".yaml": "#", ".yml": "#", ".js": "//",
+            ".jsx": "//", ".ts": "//", ".tsx": "//", ".go": "//", ".rs": "//", ".c": "//", ".h": "//",
+            ".cpp": "//", ".java": "//", ".kt": "//", ".swift": "//"}  # fmt: skip
+_MARKED = re.compile(r"[ \t]*(?:#|//) " + re.escape(MARK) + r".*$", re.M)
+_ERROR_LINE = re.compile(r"^(?:E\s+)?((?:[\w.]+\.)?\w*(?:Error|Exception|Exit|Failure)\b.*)$", re.M)
+
+
+def error_line(output: str) -> str:
+    """The last exception line of a check's output ('' when there is none)."""
+    found = _ERROR_LINE.findall(output)
+    return found[-1].strip()[:200] if found else ""
+
+
+def marked(path: str, text: str, lines: set[int], note: str) -> str | None:
+    """`text` with MARK and `note` as a comment at the end of each of `lines`; None for a language
+    whose comments are not known here."""
+    comment = _COMMENT.get(PurePosixPath(path).suffix)
+    if comment is None:
+        return None
+    out = text.splitlines()
+    for number in lines:
+        if 1 <= number <= len(out):
+            out[number - 1] = f"{out[number - 1]}  {comment} {MARK}{': ' + note if note else ''}"
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
+
+
+def marks_off(text: str) -> str:
+    """`text` without the marks `marked` wrote (the model copies them back with the file)."""
+    return _MARKED.sub("", text) if MARK in text else text
 
 
 def condense(output: str) -> str:

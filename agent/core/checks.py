@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.core.check_output import CheckFailure, condense, locate, where_it_failed
+from agent.core.check_output import CheckFailure, condense, error_line, locate, where_it_failed
 from agent.events import CheckFinished, Event, Notice
 from tools.bash import end_process_tree
 
@@ -162,13 +162,14 @@ def feedback(result: CheckResult, workdir: Path) -> CheckFailure:
     part = f" at `{result.failed_part}`" if result.failed_part else ""
     locations = locate(result.output, workdir)
     where = where_it_failed(locations, workdir)
-    message = (
+    return CheckFailure(
         f"The task is not done yet: its check {named}{verdict}{part}. Its output:\n"
-        f"--- check output ---\n{condense(result.output).strip() or '(no output)'}\n--- end of check output ---\n"
-        + (f"The check points at these lines, as they are now:\n{where}\n" if where else "")
-        + "Find the cause in the code, fix it, and check again. Do not change the check itself."
+        f"--- check output ---\n{condense(result.output).strip() or '(no output)'}\n--- end of check output ---\n",
+        f"The check points at these lines, as they are now:\n{where}\n" if where else "",
+        "Find the cause in the code, fix it, and check again. Do not change the check itself.",
+        locations if where else [],
+        error_line(result.output),
     )
-    return CheckFailure(message, locations if where else [])
 
 
 # After a failed check, an answer that changed nothing is not "done": the check would fail the same way

@@ -49,7 +49,10 @@ from tools.git import Checkpoints
 from tools.worktrees import AttemptTree, AttemptTrees
 
 MAX_ATTEMPTS = 16
-WARMER_BY = 0.3  # the second attempt's temperature over the task's; each further one 0.1 more
+# The second attempt's temperature over the task's, and each further one's step: the 1.5B copying a
+# file it was shown gave the same tokens at 0.7 three times in a row (2026-12-05), so the spread is wide.
+WARMER_BY = 0.5
+WARMER_STEP = 0.2
 WARMEST = 1.0
 
 
@@ -87,7 +90,7 @@ def sampling_for(number: int, base: dict[str, Any], profile_temperature: float |
     if number == 1:
         return dict(base)
     temperature = base.get("temperature", profile_temperature) or 0.0
-    warmer = min(WARMEST, temperature + WARMER_BY + 0.1 * (number - 2))
+    warmer = min(WARMEST, temperature + WARMER_BY + WARMER_STEP * (number - 2))
     return {**base, "temperature": round(max(warmer, temperature), 2), "seed": number}
 
 

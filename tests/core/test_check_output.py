@@ -6,7 +6,16 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from agent.core.check_output import Location, condense, locate, where_it_failed, window
+from agent.core.check_output import (
+    Location,
+    condense,
+    error_line,
+    locate,
+    marked,
+    marks_off,
+    where_it_failed,
+    window,
+)
 
 BUGGY = """\
 def merge(pairs):
@@ -93,4 +102,26 @@ def test_a_location_in_a_test_says_the_fix_usually_belongs_in_the_code(tmp_path)
     (tmp_path / "test_intervals.py").write_text(TEST)
     assert "(a test: the fix usually belongs in the code it tests)" in where_it_failed(
         [Location("test_intervals.py", 5)], tmp_path
+    )
+
+
+def test_the_error_is_the_last_exception_line_of_the_output(tmp_path):
+    assert error_line(_pytest(tmp_path, "-q")) == "TypeError: 'tuple' object does not support item assignment"
+    assert error_line("E   ValueError: mutable default <class 'list'> for field tags") == (
+        "ValueError: mutable default <class 'list'> for field tags"
+    )
+    assert error_line("all good\n") == ""
+
+
+def test_a_marked_line_carries_the_error_as_a_comment_and_the_mark_comes_off_again():
+    shown = marked("intervals.py", BUGGY, {5}, "TypeError: nope")
+    line = shown.splitlines()[4]
+    assert (
+        line
+        == "            result[-1][1] = max(result[-1][1], pair[1])  # <- the check failed here: TypeError: nope"
+    )
+    assert marks_off(shown) == BUGGY
+    assert marked("notes.txt", "x\n", {1}, "E") is None  # no comment syntax known: not marked
+    assert (
+        marked("a.ts", "let x = 1;\n", {1}, "").splitlines()[0] == "let x = 1;  // <- the check failed here"
     )

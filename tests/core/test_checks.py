@@ -170,17 +170,42 @@ def test_an_answer_repeated_across_check_rounds_is_sampled_warmer(tmp_path):
 
 
 @pytest.mark.slow
-def test_in_blocks_mode_a_check_pointing_at_a_line_shows_it_and_asks_for_a_search_replace(tmp_path):
+def test_in_blocks_mode_the_line_a_check_points_at_is_marked_with_its_error_in_the_file_shown(tmp_path):
     check = f"{sys.executable} -c 'import add; add.add(2, 3)'"
     task = task_file(tmp_path, "Write add.py.", approval="full-auto", check=check, check_rounds=1)
     wrong = {"content": "add.py\n```python\ndef add(a, b):\n    return {}[a]\n```"}  # no lint finds it
-    with ScriptedServer([wrong, {"content": "Done."}], default={"content": "Done."}) as server:
+    marked_back = {
+        "content": "add.py\n```python\ndef add(a, b):\n    return {}[a]  # <- the check failed here\n```"
+    }
+    with ScriptedServer([wrong, {"content": "Done."}, marked_back], default={"content": "Done."}) as server:
         agent("run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--actions", "blocks")
         feedback = server.requests[2]["messages"][-1]["content"]
-    assert "KeyError: 2" in feedback
+        after_copy = server.requests[3]["messages"][-1]["content"]
+    assert feedback.startswith(
+        "add.py now reads (the line the check points at is marked):\n```\ndef add(a, b):\n"
+        "    return {}[a]  # <- the check failed here: KeyError: 2\n```"
+    )
+    assert "KeyError: 2" in feedback.split("--- check output ---")[1]  # the output too, after the file
+    assert feedback.rstrip().endswith("Nothing changes unless you write the blocks.")
+    # The file copied back with the mark is the file unchanged: the mark never reaches the disk.
+    assert "add.py is exactly as it was, and the task's check failed on it" in after_copy
+    assert (tmp_path / "add.py").read_text() == "def add(a, b):\n    return {}[a]\n"
+
+
+@pytest.mark.slow
+def test_in_blocks_mode_a_located_file_too_long_to_show_gets_its_lines_and_a_search_replace(tmp_path):
+    check = f"{sys.executable} -c 'import add; add.add(2, 3)'"
+    task = task_file(tmp_path, "Fix add.py.", approval="full-auto", check=check, check_rounds=1)
+    padding = "".join(
+        f"# line {n} of a long module, kept to make it too long to show whole\n" for n in range(300)
+    )
+    (tmp_path / "add.py").write_text(f"def add(a, b):\n    return {{}}[a]\n{padding}")
+    with ScriptedServer([{"content": "Done."}], default={"content": "Done."}) as server:
+        agent("run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--actions", "blocks")
+        feedback = server.requests[1]["messages"][-1]["content"]
+    assert "add.py now reads" not in feedback
     assert (
         "The check points at these lines, as they are now:\nadd.py, line 2:\n1| def add(a, b):\n2|     return {}[a]"
         in feedback
     )
-    assert "add.py now reads:" not in feedback  # the located file is not shown whole again
     assert "<<<<<<< SEARCH" in feedback.split("--- end of check output ---")[1]

@@ -101,7 +101,7 @@ def test_attempts_sample_apart_the_first_as_the_task_says_the_others_warmer_with
         first_requests = {body.get("seed"): body for body in server.requests if len(body["messages"]) == 2}
     assert result.returncode == 0, result.stderr
     assert first_requests[None]["temperature"] == 0
-    assert (first_requests[2]["temperature"], first_requests[3]["temperature"]) == (0.3, 0.4)
+    assert (first_requests[2]["temperature"], first_requests[3]["temperature"]) == (0.5, 0.7)
     assert (repo / "add.py").read_text() == RIGHT
 
 
@@ -197,7 +197,7 @@ def test_ctrl_c_and_sigterm_end_every_attempt_and_leave_no_worktree(tmp_path, is
 
 def test_sampling_for_keeps_the_first_attempt_as_the_task_says():
     assert sampling_for(1, {"temperature": 0.0, "top_p": 0.9}, 0.2) == {"temperature": 0.0, "top_p": 0.9}
-    assert sampling_for(2, {}, None) == {"temperature": 0.3, "seed": 2}
+    assert sampling_for(2, {}, None) == {"temperature": 0.5, "seed": 2}
     assert sampling_for(4, {}, 0.7) == {"temperature": 1.0, "seed": 4}  # capped
 
 

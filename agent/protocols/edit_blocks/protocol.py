@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from agent.core.check_output import CheckFailure
+from agent.core.check_output import MAX_LOCATIONS, CheckFailure, marked, marks_off
 from agent.core.llm import Completion, ToolCall
 from agent.protocols.base import ActionsMode, ReadAnswer, fence_for, stopped_at_limit
 from agent.protocols.edit_blocks.parser import Action, open_whole_file_block, parse_answer, to_tool_calls
@@ -59,17 +59,32 @@ class BlockActions:
         pass
 
     def after_failed_check(self, failure: CheckFailure) -> str:
-        """The check's failure, and the format again: after a failed check small models tend to
-        describe a fix instead of writing it. Where the output points at lines of the project, those
-        lines are shown (in the failure) and one SEARCH/REPLACE there is asked for: shown whole files
-        and asked for whole files, the 1.5B sent them back unchanged after 11 of 12 failed checks. The
-        changed files the failure does not point into are shown whole, before it: the failure comes
-        last, next to the instruction (the 1.5B rewrites the last file it was shown)."""
+        """The files, the check's failure, and the format again: after a failed check small models
+        tend to describe a fix instead of writing it. The 1.5B copies whole files whatever it is asked
+        (asked for a SEARCH/REPLACE at a shown line, it wrote those lines back as the whole file), so
+        the files the output points into are shown whole with the error written on its line, as a
+        comment (taken off again from what the model writes); a located file too long to show whole
+        gets its lines in the failure and a SEARCH/REPLACE asked for. The failure comes last, next to
+        the instruction: the 1.5B rewrites the last file it was shown."""
         self.check_failed = True
-        located = {location.path for location in failure.locations}
-        files = [self._show(path) for path in self.changed if path not in located]
-        reminder = SEARCH_REPLACE_REMINDER if located else BLOCKS_REMINDER
-        return "\n\n".join([*[f for f in files if f], failure.message, reminder])
+        located: dict[str, set[int]] = {}
+        for location in failure.locations[:MAX_LOCATIONS]:
+            located.setdefault(location.path, set()).add(location.line)
+        files, unshown = [], []
+        for path in dict.fromkeys([*located, *self.changed]):
+            text = self._read(path)
+            with_mark = marked(path, text, located[path], failure.error) if text and path in located else None
+            if with_mark is not None and len(with_mark) <= SHOWN_FILE_LIMIT:
+                fence = fence_for(with_mark)
+                files.append(f"{path} now reads (the line the check points at is marked):\n{fence}\n"
+                             f"{with_mark.rstrip()}\n{fence}")  # fmt: skip
+            elif path in located:
+                unshown.append(path)
+            else:
+                files.append(self._show(path))
+        message = failure.head + (failure.where if unshown else "") + failure.tail
+        reminder = SEARCH_REPLACE_REMINDER if unshown else BLOCKS_REMINDER
+        return "\n\n".join([*[f for f in files if f], message, reminder])
 
     def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]:
         return []  # no schemas: the chat template then says nothing of JSON tool calls
@@ -104,7 +119,7 @@ class BlockActions:
         )
         # A whole file written back unchanged is the model restating its work, not a change to make:
         # an answer made only of those ends the task like a plain "done".
-        actions = [self._known_path(a) for a in parsed.actions]
+        actions = [_unmarked(self._known_path(a)) for a in parsed.actions]
         unchanged = [a for a in actions if self._unchanged(a)]
         actions = [a for a in actions if a not in unchanged]
         problems = list(parsed.problems)
@@ -254,6 +269,18 @@ class BlockActions:
         if text is None or len(text) > SHOWN_FILE_LIMIT:
             return ""  # the model can ask for it with `cat`
         return f"{path} now reads:\n{fence_for(text)}\n{text.rstrip()}\n{fence_for(text)}"
+
+
+def _unmarked(action: Action) -> Action:
+    """The action without the failure marks a shown file carried (the model copies them back)."""
+    if action.kind == "bash":
+        return action
+    return replace(
+        action,
+        content=marks_off(action.content),
+        search=marks_off(action.search),
+        replace=marks_off(action.replace),
+    )
 
 
 def _normalised(text: str) -> str:
