@@ -224,8 +224,9 @@ async def _attempt(
                 result.check, outcome = await last_check(outcome, check, tree.workdir, live.emit)
             except asyncio.CancelledError:
                 result.summary = live.finish(
-                    "cancelled", error="another attempt passed first, or the run was stopped"
-                )
+                    "cancelled", exit_code=EXIT["interrupted"], check=None,
+                    error="another attempt passed first, or the run was stopped",
+                )  # fmt: skip
                 raise
             finally:
                 result.seconds = time.monotonic() - began
