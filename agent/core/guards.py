@@ -15,6 +15,9 @@ from tools.base import ToolResult
 
 REPEAT_LIMIT = 3
 RETRY_TEMPERATURE = 0.7
+# llama-server's default min_p (0.05) keeps only the top token where the model is sure of itself, so
+# warmer alone changed nothing: the 1.5B gave the same 60-token answer three times at 0.7 (2026-12-05).
+WARMER = {"temperature": RETRY_TEMPERATURE, "min_p": 0.0}
 
 
 class StopTask(Exception):
@@ -34,7 +37,7 @@ class RepeatGuard:
 
     def warm(self) -> None:
         """Sample the next request warmer: at temperature 0 the same context gets the same answer."""
-        self.nudge = {"temperature": RETRY_TEMPERATURE}
+        self.nudge = dict(WARMER)
 
     def answer(self, content: str) -> None:
         same = bool(content.strip()) and content == self.last_answer
@@ -42,7 +45,7 @@ class RepeatGuard:
         self.last_answer = content
         given_before = bool(content.strip()) and content in self.seen
         self.seen.add(content)
-        self.nudge = {"temperature": RETRY_TEMPERATURE} if given_before else {}
+        self.nudge = dict(WARMER) if given_before else {}
         if self.same_answers >= REPEAT_LIMIT - 1:
             raise StopTask(
                 "repeated", f"the model gave the same answer {REPEAT_LIMIT} times; stopping this task"

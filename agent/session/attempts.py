@@ -91,7 +91,9 @@ def sampling_for(number: int, base: dict[str, Any], profile_temperature: float |
         return dict(base)
     temperature = base.get("temperature", profile_temperature) or 0.0
     warmer = min(WARMEST, temperature + WARMER_BY + WARMER_STEP * (number - 2))
-    return {**base, "temperature": round(max(warmer, temperature), 2), "seed": number}
+    # min_p 0: llama-server's default (0.05) leaves one token wherever the model is sure of itself,
+    # and a warmer temperature alone then changes nothing (agent/core/guards.py).
+    return {**base, "temperature": round(max(warmer, temperature), 2), "seed": number, "min_p": 0.0}
 
 
 def check_attempts(prep: PreparedTask, count: int) -> None:

@@ -149,7 +149,9 @@ def test_after_a_failed_check_an_answer_that_changes_nothing_is_sent_back_warmer
     told = requests[3]["messages"][-1]["content"]
     assert told.startswith("You changed nothing since the check failed")
     assert "AssertionError: -1" in told  # the failure again
-    assert requests[3].get("temperature") == 0.7
+    assert (
+        requests[3].get("temperature") == 0.7 and requests[3].get("min_p") == 0.0
+    )  # min_p: see guards.WARMER
     assert any("changed nothing since the check failed" in e.get("message", "") for e in events)
 
 

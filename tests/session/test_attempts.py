@@ -197,8 +197,8 @@ def test_ctrl_c_and_sigterm_end_every_attempt_and_leave_no_worktree(tmp_path, is
 
 def test_sampling_for_keeps_the_first_attempt_as_the_task_says():
     assert sampling_for(1, {"temperature": 0.0, "top_p": 0.9}, 0.2) == {"temperature": 0.0, "top_p": 0.9}
-    assert sampling_for(2, {}, None) == {"temperature": 0.5, "seed": 2}
-    assert sampling_for(4, {}, 0.7) == {"temperature": 1.0, "seed": 4}  # capped
+    assert sampling_for(2, {}, None) == {"temperature": 0.5, "seed": 2, "min_p": 0.0}
+    assert sampling_for(4, {}, 0.7) == {"temperature": 1.0, "seed": 4, "min_p": 0.0}  # capped
 
 
 def test_slots_give_each_slot_the_profiles_context():
