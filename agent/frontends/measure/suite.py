@@ -406,13 +406,14 @@ def result_from_events(
 
 
 def _why_not(finished, summary: dict, errors: list[dict], exit_code: int, stderr: str) -> str:
-    if summary.get("error"):
-        return summary["error"]
     check = summary.get("check")
-    if check and not check.get("passed"):
+    if check and not check.get("passed"):  # what a suite's reader wants first: how the work fails
         last = (check.get("output") or "").strip().splitlines()[-1:] or [""]
         verdict = "timed out" if check.get("exit_code") is None else f"exit {check['exit_code']}"
-        return f"check failed ({verdict}): {last[0][:200]}"
+        stopped = f" (stopped: {summary['error']})" if summary.get("error") else ""
+        return f"check failed ({verdict}): {last[0][:200]}{stopped}"
+    if summary.get("error"):
+        return summary["error"]
     fatal = [e for e in errors if e.get("fatal")]
     if fatal:
         return fatal[-1].get("message", "")
