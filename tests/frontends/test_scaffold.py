@@ -415,7 +415,9 @@ def test_when_the_check_still_fails_at_the_end_nothing_more_is_committed(tmp_pat
     # The work, "Done." (the check fails), "Done." again (nothing changed: told so, not checked again),
     # and a third "Done." in a row ends the task; the check then judges the work once more.
     assert len(server.requests) == 4
-    assert server.requests[3]["messages"][-1]["content"].startswith("You changed nothing since the check failed")
+    assert server.requests[3]["messages"][-1]["content"].startswith(
+        "You changed nothing since the check failed"
+    )
 
 
 @pytest.mark.slow
