@@ -61,7 +61,8 @@ MARK = "<- the check failed here"
 _COMMENT = {".py": "#", ".sh": "#", ".rb": "#", ".toml": "#", ".yaml": "#", ".yml": "#", ".js": "//",
             ".jsx": "//", ".ts": "//", ".tsx": "//", ".go": "//", ".rs": "//", ".c": "//", ".h": "//",
             ".cpp": "//", ".java": "//", ".kt": "//", ".swift": "//"}  # fmt: skip
-_MARKED = re.compile(r"[ \t]*(?:#|//) " + re.escape(MARK) + r".*$", re.M)
+LINT_MARK = "<- the lint found a problem here"
+_MARKED = re.compile(r"[ \t]*(?:#|//) (?:" + re.escape(MARK) + "|" + re.escape(LINT_MARK) + r").*$", re.M)
 _ERROR_LINE = re.compile(r"^(?:E\s+)?((?:[\w.]+\.)?\w*(?:Error|Exception|Exit|Failure)\b.*)$", re.M)
 
 
@@ -71,22 +72,22 @@ def error_line(output: str) -> str:
     return found[-1].strip()[:200] if found else ""
 
 
-def marked(path: str, text: str, lines: set[int], note: str) -> str | None:
-    """`text` with MARK and `note` as a comment at the end of each of `lines`; None for a language
-    whose comments are not known here."""
+def marked(path: str, text: str, notes: dict[int, str], mark: str = MARK) -> str | None:
+    """`text` with `mark` and the line's note as a comment at the end of each line of `notes` ({line:
+    note}); None for a language whose comments are not known here."""
     comment = _COMMENT.get(PurePosixPath(path).suffix)
     if comment is None:
         return None
     out = text.splitlines()
-    for number in lines:
+    for number, note in notes.items():
         if 1 <= number <= len(out):
-            out[number - 1] = f"{out[number - 1]}  {comment} {MARK}{': ' + note if note else ''}"
+            out[number - 1] = f"{out[number - 1]}  {comment} {mark}{': ' + note if note else ''}"
     return "\n".join(out) + ("\n" if text.endswith("\n") else "")
 
 
 def marks_off(text: str) -> str:
     """`text` without the marks `marked` wrote (the model copies them back with the file)."""
-    return _MARKED.sub("", text) if MARK in text else text
+    return _MARKED.sub("", text) if MARK in text or LINT_MARK in text else text
 
 
 def condense(output: str) -> str:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from agent.core.check_output import (
+    LINT_MARK,
     Location,
     condense,
     error_line,
@@ -114,14 +115,17 @@ def test_the_error_is_the_last_exception_line_of_the_output(tmp_path):
 
 
 def test_a_marked_line_carries_the_error_as_a_comment_and_the_mark_comes_off_again():
-    shown = marked("intervals.py", BUGGY, {5}, "TypeError: nope")
+    shown = marked("intervals.py", BUGGY, {5: "TypeError: nope"})
     line = shown.splitlines()[4]
     assert (
         line
         == "            result[-1][1] = max(result[-1][1], pair[1])  # <- the check failed here: TypeError: nope"
     )
     assert marks_off(shown) == BUGGY
-    assert marked("notes.txt", "x\n", {1}, "E") is None  # no comment syntax known: not marked
+    assert marked("notes.txt", "x\n", {1: "E"}) is None  # no comment syntax known: not marked
     assert (
-        marked("a.ts", "let x = 1;\n", {1}, "").splitlines()[0] == "let x = 1;  // <- the check failed here"
+        marked("a.ts", "let x = 1;\n", {1: ""}).splitlines()[0] == "let x = 1;  // <- the check failed here"
     )
+    linted = marked("m.py", "print(ad(1))\n", {1: "undefined name 'ad'"}, LINT_MARK)
+    assert linted == "print(ad(1))  # <- the lint found a problem here: undefined name 'ad'\n"
+    assert marks_off(linted) == "print(ad(1))\n"

@@ -286,6 +286,8 @@ async def test_a_syntax_error_and_an_undefined_name_go_back_in_the_same_turn(tmp
         told = server.requests[1]["messages"][-1]["content"]
     assert "calc.py:1:" in told and "never closed" in told  # the syntax error, with its line
     assert "main.py:2: undefined name 'ad'" in told
+    # ...and written on its line in the file shown, where the model copies from
+    assert "print(ad(1, 2))  # <- the lint found a problem here: undefined name 'ad'" in told
     assert "Fix what failed." in told  # a lint problem is a failure to fix, though the files are written
     assert (repo / "calc.py").exists() and (repo / "main.py").exists()
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from agent.core.check_output import MAX_LOCATIONS, CheckFailure, marked, marks_off
+from agent.core.check_output import LINT_MARK, MAX_LOCATIONS, CheckFailure, marked, marks_off
 from agent.core.llm import Completion, ToolCall
 from agent.protocols.base import ActionsMode, ReadAnswer, fence_for, stopped_at_limit
 from agent.protocols.edit_blocks.parser import Action, open_whole_file_block, parse_answer, to_tool_calls
@@ -29,6 +29,7 @@ from tools.workspace import OutsideWorkspace, Workspace
 SHOWN_FILE_LIMIT = 12_000  # characters of an edited file shown back to the model after the change
 CODE_WITHOUT_PATH = re.compile(r"a ```\w+ block without a file path")  # tagged: code, not quoted output
 DEFINITION = re.compile(r"^[ \t]*(?:def|class)[ \t]+(\w+)", re.M)
+_LINT_LINE = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+)(?::\d+)?: (?P<message>.*)$")
 
 
 class BlockActions:
@@ -73,7 +74,8 @@ class BlockActions:
         files, unshown = [], []
         for path in dict.fromkeys([*located, *self.changed]):
             text = self._read(path)
-            with_mark = marked(path, text, located[path], failure.error) if text and path in located else None
+            notes = dict.fromkeys(located.get(path, ()), failure.error)
+            with_mark = marked(path, text, notes) if text and path in located else None
             if with_mark is not None and len(with_mark) <= SHOWN_FILE_LIMIT:
                 fence = fence_for(with_mark)
                 files.append(f"{path} now reads (the line the check points at is marked):\n{fence}\n"
@@ -230,7 +232,9 @@ class BlockActions:
         if self.tool_failed or answer.problems:
             # The files as they are now, and the format again: a small model fixes a file it can see,
             # by writing it out whole; otherwise it describes the fix (seen on the 1.5B).
-            parts += [self._show(path) for path in self.changed]
+            # ...each with the lint's problems written on their lines, where the model copies from.
+            problems = _lint_notes(results)
+            parts += [self._show(path, problems.get(path)) for path in self.changed]
             # A whole file refused because the model never saw all of it: ask for edits, not whole files.
             unseen = [
                 _arguments(c).get("path", "?") for c, r in results if not r.ok and NOT_SHOWN in r.output
@@ -263,12 +267,26 @@ class BlockActions:
             parts.append(self._show(path))
         return [p for p in parts if p]
 
-    def _show(self, path: str) -> str:
-        """`path now reads:` and the file in a fence; '' when it is gone or too big to repeat."""
+    def _show(self, path: str, notes: dict[int, str] | None = None) -> str:
+        """`path now reads:` and the file in a fence, with `notes` ({line: problem}) written on their
+        lines; '' when it is gone or too big to repeat."""
         text = self._read(path)
         if text is None or len(text) > SHOWN_FILE_LIMIT:
             return ""  # the model can ask for it with `cat`
-        return f"{path} now reads:\n{fence_for(text)}\n{text.rstrip()}\n{fence_for(text)}"
+        with_notes = marked(path, text, notes, LINT_MARK) if notes else None
+        said = " (the lines with problems are marked)" if with_notes else ""
+        text = with_notes or text
+        return f"{path} now reads{said}:\n{fence_for(text)}\n{text.rstrip()}\n{fence_for(text)}"
+
+
+def _lint_notes(results: list[tuple[ToolCall, ToolResult]]) -> dict[str, dict[int, str]]:
+    """{path: {line: problem}} of the lint problems the edits' results list ("path:line: message")."""
+    found: dict[str, dict[int, str]] = {}
+    for _, result in results:
+        for problem in result.display.get("lint") or []:
+            if match := _LINT_LINE.match(problem):
+                found.setdefault(match["path"], {}).setdefault(int(match["line"]), match["message"])
+    return found
 
 
 def _unmarked(action: Action) -> Action:
