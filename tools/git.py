@@ -271,6 +271,18 @@ class AutoCommit:
     notice: str  # what to tell the user
 
 
+def numstat(listing: str) -> list[dict]:
+    """`git diff --numstat` output as [{path, added, deleted}]; None counts for a binary file."""
+    found = []
+    for line in listing.splitlines():
+        added, deleted, path = [*line.split("\t", 2), "", ""][:3]
+        if path:
+            binary = added == "-"
+            found.append({"path": path, "added": None if binary else int(added),
+                          "deleted": None if binary else int(deleted)})  # fmt: skip
+    return found
+
+
 def _names(listing: str) -> set[str]:
     return {name for name in listing.split("\0") if name}
 

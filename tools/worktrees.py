@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.errors import ConfigError
-from tools.git import AGENT_IDENTITY, Checkpoints, open_repo
+from tools.git import AGENT_IDENTITY, Checkpoints, numstat, open_repo
 
 BRANCH_PREFIX = "agent/attempts/"
 
@@ -26,16 +26,6 @@ class AttemptTree:
     number: int  # 1-based
     root: Path  # the worktree
     workdir: Path  # where the attempt works: the workspace's place inside the worktree
-
-
-@dataclass
-class FileChange:
-    path: str
-    added: int | None  # None: a binary file
-    deleted: int | None
-
-    def to_dict(self) -> dict:
-        return {"path": self.path, "added": self.added, "deleted": self.deleted}
 
 
 class AttemptTrees:
@@ -77,22 +67,18 @@ class AttemptTrees:
         """The tree object of what the attempt's worktree holds now."""
         return Checkpoints(open_repo(attempt.root)).snapshot_tree()
 
-    def changes(self, attempt: AttemptTree) -> list[FileChange]:
-        """Lines added and deleted per file by the attempt."""
-        listing = self.repo.git.diff("--numstat", "--no-renames", self.start, self.state(attempt))
-        found = []
-        for line in listing.splitlines():
-            added, deleted, path = line.split("\t", 2)
-            binary = added == "-"
-            found.append(FileChange(path, None if binary else int(added), None if binary else int(deleted)))
-        return found
+    def changes(self, attempt: AttemptTree, state: str | None = None) -> list[dict]:
+        """Lines added and deleted per file by the attempt (`state`: its tree, when already taken)."""
+        listing = self.repo.git.diff("--numstat", "--no-renames", self.start, state or self.state(attempt))
+        return numstat(listing)
 
-    def apply(self, attempt: AttemptTree) -> list[FileChange]:
-        """The attempt's change, applied to the workspace as one patch; what it changed. Raises
-        ConfigError, changing nothing, when the workspace moved on since the start and it won't apply."""
-        patch = self.repo.git.diff("--binary", "--no-renames", self.start, self.state(attempt))
+    def apply(self, attempt: AttemptTree, state: str | None = None) -> None:
+        """The attempt's change (`state`: its tree, when already taken), applied to the workspace as one
+        patch. Raises ConfigError, changing nothing, when the workspace moved on since the start and it
+        won't apply."""
+        patch = self.repo.git.diff("--binary", "--no-renames", self.start, state or self.state(attempt))
         if not patch.strip():
-            return []
+            return
         patch_file = self.folder / f"attempt-{attempt.number}.patch"
         patch_file.write_text(patch + "\n", encoding="utf-8")
         try:
@@ -105,7 +91,6 @@ class AttemptTrees:
                 f"It is kept as the branch {branch}: git diff {branch}~1 {branch} | git apply",
             ) from None
         self.repo.git.apply("--binary", str(patch_file))
-        return self.changes(attempt)
 
     def keep(self, attempt: AttemptTree) -> str:
         """The attempt's state as a branch on top of the starting state; its name."""

@@ -25,7 +25,7 @@ from agent.settings.trust import is_trusted
 from tools.base import Tool, ToolContext, ToolRegistry
 from tools.bash import Bash
 from tools.files import TASK_TEXT, EditFile, MultiEdit, ReadFile, WriteFile
-from tools.git import Checkpoints, GitDiff, GitLog, GitStatus, open_repo
+from tools.git import Checkpoints, GitDiff, GitLog, GitStatus, numstat, open_repo
 from tools.mcp import MCPServerConfig, MCPServers, parse_servers
 from tools.permissions import Permissions, Rules
 from tools.sandbox import SANDBOXED_MODES, Sandbox
@@ -161,14 +161,7 @@ class Workbench:
             listing = self.checkpoints.diff_since(self.task_start, "--numstat", "--no-renames")
         except Exception:  # git refusing (a lock, a broken object): the summary goes without it
             return []
-        found = []
-        for line in listing.splitlines():
-            added, deleted, path = [*line.split("\t", 2), "", ""][:3]
-            if path:
-                binary = added == "-"
-                found.append({"path": path, "added": None if binary else int(added),
-                              "deleted": None if binary else int(deleted)})  # fmt: skip
-        return found
+        return numstat(listing)
 
     def auto_commit(self, subject: str) -> str | None:
         """Commit the files the agent changed in this task; the notice to show, None when nothing did."""

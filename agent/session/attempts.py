@@ -264,11 +264,13 @@ def _conclude(
     rows = []
     for tree in attempt_trees:
         result = results[tree.number]
-        changes = [c.to_dict() for c in _safely(lambda t=tree: trees.changes(t), [])]
+        state = _safely(lambda t=tree: trees.state(t), None)  # staged once: changes and the patch share it
+        changes = _safely(lambda t=tree, st=state: trees.changes(t, st), []) if state else []
         branch = ""
         if winner is not None and result is winner:
             Checkpoints(trees.repo).create(f"before attempt {tree.number}'s change")
-            applied = [c.to_dict() for c in trees.apply(tree)]
+            trees.apply(tree, state)
+            applied = changes
             if prep.settings.auto_commit:
                 _auto_commit(trees, prep)
         elif winner is None and changes:
