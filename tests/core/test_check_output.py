@@ -81,8 +81,12 @@ def test_the_same_traceback_printed_for_each_failing_test_is_said_once(tmp_path)
     condensed = condense(output)
     assert len(condensed) < len(output)
     assert "[... the same " in condensed and "lines as above ...]" in condensed
-    assert condensed.count("TypeError: 'tuple' object does not support item assignment") == 1
-    assert output.count("TypeError: 'tuple' object does not support item assignment") >= 2
+    # The traceback's own error lines; the short summary's FAILED lines vary with the terminal width.
+    def raised(text: str) -> int:
+        return sum(line.startswith("E ") and "TypeError" in line for line in text.splitlines())
+
+    assert raised(output) >= 2
+    assert raised(condensed) == 1
     assert condensed.rstrip().endswith(output.rstrip().splitlines()[-1])  # the summary stays
 
 
