@@ -16,12 +16,12 @@ HANDLERS = {
     ("server", "profiles"): "agent.frontends.commands.server:cmd_profiles",
     ("server", "check"): "agent.frontends.commands.server:cmd_check",
     ("server", "start"): "agent.frontends.commands.server:cmd_start",
-    ("server", "tune"): "agent.frontends.commands.tune:cmd_tune",
+    ("server", "tune"): "agent.frontends.measure.tune_command:cmd_tune",
     ("server", "status"): "agent.frontends.commands.server:cmd_status",
     ("server", "stop"): "agent.frontends.commands.server:cmd_stop",
     ("server", "logs"): "agent.frontends.commands.server:cmd_logs",
     ("doctor",): "agent.frontends.commands.doctor:cmd_doctor",
-    ("bench",): "agent.frontends.commands.bench:cmd_bench",
+    ("bench",): "agent.frontends.measure.bench_command:cmd_bench",
     ("stats",): "agent.frontends.commands.stats:cmd_stats",
     ("run",): "agent.frontends.headless:cmd_run",
     ("new",): "agent.frontends.scaffold.command:cmd_new",
@@ -168,16 +168,9 @@ def _server_commands(commands: argparse._SubParsersAction) -> None:
     tune.add_argument("--seed", type=int, help="sampling seed sent with every request")
     tune.add_argument("--lengths", metavar="N,N", help="draft-model lengths to try (default 4,8,16)")
     tune.add_argument("--ngram-lengths", metavar="N,N", help="n-gram draft lengths to try (default 16,32,64)")
-    tune.add_argument(
-        "--tasks", nargs="?", const="examples/tasks", metavar="DIR",
-        help="measure on a task suite (default examples/tasks) instead of the bench prompts",
-    )  # fmt: skip
-    tune.add_argument(
-        "--task", action="append", metavar="NAME",
-        help="with --tasks: only these tasks; a name may be a glob ('real-*': the real-repository ones) "
-        "and '!GLOB' leaves tasks out ('!real-*': the small ones)",
-    )  # fmt: skip
-    tune.add_argument("--task-timeout", type=float, default=600, help="with --tasks: seconds per task")
+    _task_suite_arguments(
+        tune, "measure on a task suite (default examples/tasks) instead of the bench prompts"
+    )
     tune.add_argument("--out", metavar="DIR", help="results.json and the chart (default: the state dir)")
 
     status = server_cmds.add_parser("status", help="the servers we started, from any terminal")
@@ -227,21 +220,11 @@ def _bench_command(commands: argparse._SubParsersAction) -> None:
     bench.add_argument(
         "--max-turns", type=int, default=4, help="model requests per prompt, with --conversation"
     )
-    bench.add_argument(
-        "--tasks", nargs="?", const="examples/tasks", metavar="DIR",
-        help="run the task suite (default examples/tasks): each task is a real `agent run` with its check",
-    )  # fmt: skip
-    bench.add_argument(
-        "--task", action="append", metavar="NAME",
-        help="with --tasks: only these tasks; a name may be a glob ('real-*': the real-repository ones) "
-        "and '!GLOB' leaves tasks out ('!real-*': the small ones)",
-    )  # fmt: skip
-    bench.add_argument(
-        "--actions",
-        choices=["tools", "blocks"],
-        help="with --tasks or --conversation: override the profiles' action protocol",
+    _task_suite_arguments(
+        bench,
+        "run the task suite (default examples/tasks): each task is a real `agent run` with its check",
+        actions=True,
     )
-    bench.add_argument("--task-timeout", type=float, default=600, help="with --tasks: seconds per task")
     bench.add_argument(
         "--attempts", type=int, metavar="N",
         help="with --tasks: N attempts at each task at once, on a server with N slots (agent run --attempts)",
@@ -251,6 +234,24 @@ def _bench_command(commands: argparse._SubParsersAction) -> None:
         help="write results.json, results.csv and charts (PNG, SVG) there; with --tasks, one JSON line per "
         "task; with --conversation, conversation.json",
     )  # fmt: skip
+
+
+def _task_suite_arguments(parser: argparse.ArgumentParser, tasks_help: str, actions: bool = False) -> None:
+    """`--tasks [DIR]`, `--task NAME` and `--task-timeout`: the task suite, as `agent bench` and `agent server
+    tune` take it. With `actions`, bench's `--actions` goes between them, where its help has always listed it."""
+    parser.add_argument("--tasks", nargs="?", const="examples/tasks", metavar="DIR", help=tasks_help)
+    parser.add_argument(
+        "--task", action="append", metavar="NAME",
+        help="with --tasks: only these tasks; a name may be a glob ('real-*': the real-repository ones) "
+        "and '!GLOB' leaves tasks out ('!real-*': the small ones)",
+    )  # fmt: skip
+    if actions:
+        parser.add_argument(
+            "--actions",
+            choices=["tools", "blocks"],
+            help="with --tasks or --conversation: override the profiles' action protocol",
+        )
+    parser.add_argument("--task-timeout", type=float, default=600, help="with --tasks: seconds per task")
 
 
 def _task_commands(commands: argparse._SubParsersAction) -> None:

@@ -278,7 +278,7 @@ def cmd_pairs(args: argparse.Namespace, env: dict[str, str]) -> None:
     global THREADS
     THREADS = args.threads
     try:  # the seed's three code prompts, where `agent bench` keeps them
-        from agent.frontends.measure.bench import SEED_PROMPTS
+        from agent.frontends.measure.bench_prompts import SEED_PROMPTS
     except ImportError:
         from agent.bench import SEED_PROMPTS
 

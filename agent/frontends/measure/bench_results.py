@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.frontends.measure.answers import compare_texts
-from agent.frontends.measure.bench import BenchResult
+from agent.frontends.measure.bench_prompts import BenchResult
 from agent.store.telemetry import TurnStats, per_position_rates, summarise_turns
 
 SCHEMA = "spec-agent.bench/1"
@@ -286,6 +286,6 @@ def write_files(out: Path, doc: dict[str, Any]) -> tuple[list[Path], str | None]
         import matplotlib  # noqa: F401
     except ImportError:
         return written, "charts need matplotlib: pip install 'spec-agent[bench]'"
-    from agent.frontends.measure.charts import draw_charts  # (lazy: matplotlib, only when charts are drawn)
+    from agent.frontends.measure.bench_charts import draw_charts  # (lazy: matplotlib, only for charts)
 
     return written + draw_charts(doc, out), None

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from agent.cli import main
-from agent.frontends.commands.bench import position_line
-from agent.frontends.measure.bench import BenchResult
+from agent.frontends.measure.bench_charts import draw_charts
+from agent.frontends.measure.bench_command import position_line
+from agent.frontends.measure.bench_prompts import BenchResult
 from agent.frontends.measure.bench_results import summarise
-from agent.frontends.measure.charts import draw_charts
 from agent.store.telemetry import TurnStats, accepted_per_position, parse_draft_counters, per_position_rates
 from tests.conftest import FIXTURES
 from tests.frontends.measure.test_bench_real import tiny_profile

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from agent.cli import build_parser, main
-from agent.frontends.commands.bench_record import command_line
 from agent.frontends.measure.answers import code_check, compare_texts, first_difference
-from agent.frontends.measure.bench import SEED_PROMPTS, BenchResult, Eta
+from agent.frontends.measure.bench_prompts import SEED_PROMPTS, BenchResult, Eta
+from agent.frontends.measure.bench_record import command_line
 from agent.frontends.measure.bench_results import CSV_COLUMNS, Spread, identity_report, summarise
 from agent.frontends.measure.conversation import request_costs
 from agent.frontends.measure.memory import GpuProbe, MemoryWatch
@@ -347,7 +347,7 @@ def test_a_profile_named_twice_is_refused(isolated_state, capsys):
 
 
 def test_suite_line_sums_a_profiles_tasks():
-    from agent.frontends.commands.bench_modes import suite_line
+    from agent.frontends.measure.bench_modes import suite_line
     from agent.frontends.measure.suite import TaskResult
 
     rows = [

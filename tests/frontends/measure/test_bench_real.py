@@ -18,7 +18,7 @@ import httpx2
 import pytest
 
 from agent.cli import main
-from agent.frontends.measure.bench import SEED_PROMPTS
+from agent.frontends.measure.bench_prompts import SEED_PROMPTS
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.server
@@ -164,3 +164,62 @@ def test_bench_tasks_runs_a_task_of_the_suite_on_the_real_coder(embedded, isolat
     print(result)
     assert result["name"] == "hello" and result["turns"] >= 1 and result["session_id"]
     assert result["gen_tok_s"] and result["output_tokens"] > 0 and result["cache_reuse"] is not None
+
+
+def test_bench_runs_the_seed_prompts_on_the_real_server_and_logs_them(embedded, capsys, isolated_state):
+    profile_dir = isolated_state.parent / "config" / "profiles"
+    profile_dir.mkdir(parents=True)
+    (profile_dir / "tiny-bench.toml").write_text(
+        f'binary = "embedded"\nmodel = "embedded"\nport = {free_port()}\nctx_size = 2048\nargs = ["--metrics"]\n'
+    )
+    assert main(["bench", "tiny-bench", "--max-tokens", "48", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["prompt"] for r in out["requests"]] == ["task-store", "kv-report", "linked-list"]
+    for r in out["requests"]:
+        assert r["stats"]["predicted_n"] > 0 and r["stats"]["client_tokens_per_second"] > 0
+    assert [r["prompt"] for r in out["warmup"]] == ["warm-up"]
+    logs = list((isolated_state / "telemetry").glob("bench-*-tiny-bench-*.jsonl"))
+    assert len(logs) == 1 and len(logs[0].read_text().splitlines()) == 3  # the warm-up is not logged
+
+
+def test_bench_conversation_runs_the_agent_loop_and_reports_cache_reuse(
+    embedded, capsys, isolated_state, tmp_path
+):
+    profile_dir = isolated_state.parent / "config" / "profiles"
+    profile_dir.mkdir(parents=True)
+    (profile_dir / "tiny-conv.toml").write_text(
+        f'binary = "embedded"\nmodel = "embedded"\nport = {free_port()}\nctx_size = 4096\nargs = ["--metrics"]\n'
+        'chat_template_file = "embedded:google-gemma-4-31B-it.jinja"\n[sampling]\nmax_tokens = 24\n'
+    )
+    prompts = tmp_path / "prompts.md"
+    prompts.write_text("Say hello.\n---\nSay goodbye.\n")
+    argv = [
+        "bench",
+        "tiny-conv",
+        "--conversation",
+        "--prompt-file",
+        str(prompts),
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "requests 2-2: cache reuse" in out
+    assert "own time per request" in out and "the agent's code: median" in out
+    report = json.loads((tmp_path / "o" / "conversation.json").read_text())["profiles"]["tiny-conv"]
+    assert len(report["requests"]) == 2
+    for cost in report["requests"]:
+        # the server's time and the agent's own add up to the request's span: each is a real part of it
+        assert cost["server_s"] > 0 and cost["own_s"] > 0 and cost["tool_s"] == 0
+        assert cost["span_s"] == pytest.approx(cost["server_s"] + cost["own_s"], abs=1e-5)
+        assert 0.5 < cost["client_over_server"] < 1.5
+    assert report["median_own_ms"] > 0
+    for cost in report["requests"]:
+        # llama-server's own handling outside its timings is part of that time, measured apart
+        assert cost["server_handling_s"] > 0
+        assert cost["agent_s"] == pytest.approx(cost["own_s"] - cost["server_handling_s"], abs=1e-5)
+    assert report["median_agent_ms"] is not None
+    [log] = (isolated_state / "telemetry").glob("*.jsonl")
+    records = [json.loads(x) for x in log.read_text().splitlines()]
+    assert len(records) == 2 and records[1]["stats"]["cache_n"] >= records[0]["stats"]["prompt_n"]
+    assert list((isolated_state / "sessions").glob("*.jsonl"))  # a real session, resumable and listed

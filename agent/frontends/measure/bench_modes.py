@@ -10,7 +10,7 @@ from typing import Any
 
 from agent.errors import AgentError
 from agent.frontends import console
-from agent.frontends.commands.bench_record import command_line, load_average
+from agent.frontends.measure.bench_record import command_line, load_average
 from agent.session.connect import connect, resolve_profile
 from agent.settings.config import Settings
 

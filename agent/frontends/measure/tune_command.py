@@ -1,4 +1,4 @@
-"""`agent server tune PROFILE`: run the sweep of agent/frontends/measure/tune.py, show it, keep the best as a profile."""
+"""`agent server tune PROFILE`: run the sweep of tune_setups.py, show it, keep the best as a profile."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ import httpx2
 from agent.core.llm import Endpoint, LLMError
 from agent.errors import AgentError
 from agent.frontends import console
-from agent.frontends.measure.bench import SEED_PROMPTS, run
-from agent.frontends.measure.tune import (
+from agent.frontends.measure.bench_prompts import SEED_PROMPTS, run
+from agent.frontends.measure.tune_setups import (
+    DRAFT_LENGTHS,
+    NGRAM_LENGTHS,
     SCHEMA,
     Budget,
     SetupResult,
@@ -72,8 +74,6 @@ def _lengths(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _tune(args: Namespace, settings: Settings) -> int:
-    from agent.frontends.measure import tune
-
     profile = get_profile(args.profile, Path.cwd())
     if profile.kind == "attach":
         raise AgentError(
@@ -87,7 +87,7 @@ def _tune(args: Namespace, settings: Settings) -> int:
         caps = read_capabilities(resolve_binary(profile, paths), paths.cache_dir)
     setups = sweep(
         profile, caps.spec_types, caps.accepts,
-        _lengths(args.lengths, tune.DRAFT_LENGTHS), _lengths(args.ngram_lengths, tune.NGRAM_LENGTHS),
+        _lengths(args.lengths, DRAFT_LENGTHS), _lengths(args.ngram_lengths, NGRAM_LENGTHS),
     )  # fmt: skip
     what = (
         f"{len(tasks)} tasks" if tasks else f"{len(SEED_PROMPTS)} bench prompts, max_tokens {args.max_tokens}"

@@ -1,4 +1,4 @@
-"""`agent bench`: the seed's benchmark, through the agent's own client, for one or more profiles.
+"""The seed's prompts through the agent's own client, for `agent bench` and `agent server tune`.
 
 The user's script sent three Python code prompts (max_tokens 1200, temperature 0.7) and read
 `timings` with jq. This does the same through `ModelClient`, streaming, and also reports what the

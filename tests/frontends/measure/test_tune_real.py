@@ -22,7 +22,7 @@ from tests.conftest import free_port, llama_server_pids
 
 pytestmark = pytest.mark.server
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def tiny_copy(isolated_state: Path, name: str = "tiny-t") -> Path:

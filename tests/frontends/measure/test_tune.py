@@ -1,5 +1,5 @@
 """`agent server tune`: the sweep, the budget, the tuned profile and `-p auto`, without a server.
-The real sweep on the tiny model is tests/server/test_tune_real.py."""
+The real sweep on the tiny model is tests/frontends/measure/test_tune_real.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import tomllib
 import pytest
 
 from agent.errors import ConfigError
-from agent.frontends.measure.tune import (
+from agent.frontends.measure.tune_setups import (
     Budget,
     Setup,
     SetupResult,
@@ -75,15 +75,15 @@ def test_a_setup_profile_changes_only_the_speculation_and_never_falls_back():
 
 
 def test_a_bench_run_past_its_time_stops_with_timeout(monkeypatch):
-    from agent.frontends.measure import bench
+    from agent.frontends.measure import bench_prompts
 
     async def slow(*_a, **_k):
         await asyncio.sleep(5)
 
-    monkeypatch.setattr(bench, "run_prompts", slow)
+    monkeypatch.setattr(bench_prompts, "run_prompts", slow)
     began = time.monotonic()
     with pytest.raises(TimeoutError):
-        bench.run(None, {}, 8, 0.0, 1, 0.2)
+        bench_prompts.run(None, {}, 8, 0.0, 1, 0.2)
     assert time.monotonic() - began < 2
 
 

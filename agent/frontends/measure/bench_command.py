@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 from agent.core.llm import LLMError
 from agent.errors import AgentError
 from agent.frontends import console
-from agent.frontends.commands.bench_modes import cmd_conversation, cmd_tasks
-from agent.frontends.commands.bench_record import command_line, load_average
-from agent.frontends.measure.bench import SEED_PROMPTS, BenchResult, Eta, log_results, run
+from agent.frontends.measure.bench_modes import cmd_conversation, cmd_tasks
+from agent.frontends.measure.bench_prompts import SEED_PROMPTS, BenchResult, Eta, log_results, run
+from agent.frontends.measure.bench_record import command_line, load_average
 from agent.frontends.measure.bench_results import document, write_files
 from agent.server.profiles import ServerProfile
 from agent.session.connect import Connection, connect, resolve_profile
