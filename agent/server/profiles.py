@@ -31,7 +31,10 @@ class Speculative(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    type: str = Field(description="--spec-type, e.g. 'dflash' (BeeLlama 0.1), 'draft-dflash', 'ngram-mod'.")
+    type: str = Field(
+        description="--spec-type, e.g. 'dflash' (BeeLlama 0.1), 'draft-dflash', 'ngram-mod', or a comma "
+        "list such as 'draft-dflash,ngram-mod' where the binary takes one (upstream, BeeLlama 0.4)."
+    )
     draft_model: str | None = Field(
         None, description="The draft GGUF (--spec-draft-model); relative paths are in the models dir."
     )
