@@ -77,6 +77,7 @@ class ContextWindow:
         self.prune_after = prune_after  # tool outputs older than this many assistant turns may be pruned
         self.known: tuple[int, int] | None = None  # (messages counted, prompt tokens the server reported)
         self.prefix_tokens: int | None = None  # system prompt + tools, as the server counted them
+        self.compactions = 0  # how many times the history was compacted (each one breaks the cache)
 
     @property
     def budget(self) -> int:
@@ -180,6 +181,7 @@ class ContextWindow:
         if overflow is not None and not steps:
             raise ContextTooSmall(self._too_small(messages, overflow))
         if steps:
+            self.compactions += 1
             # After = before less what was taken out: one basis for both numbers (a fresh estimate of
             # the whole, more pessimistic than the server's count, could show a shrink as a growth).
             body_after = sum(_chars(m) for m in messages[1:])

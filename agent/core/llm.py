@@ -27,6 +27,7 @@ import httpx2
 import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential
 
+from agent.core.prompt_cache import FULL_REPROCESS_LOG, CacheWatch, ServerSide
 from agent.events import ReasoningDelta, TextDelta
 from agent.store.telemetry import TurnStats, accepted_per_position, parse_draft_counters
 
@@ -267,6 +268,7 @@ class Endpoint:
     sampling: dict[str, Any] = field(default_factory=dict)  # OpenAI params; extra_body for llama.cpp's
     extra_body: dict[str, Any] = field(default_factory=dict)  # sent with every request
     metrics_url: str | None = None  # Prometheus /metrics, for draft counters
+    server_log: str | None = None  # the log of a server the agent started: why its cache was dropped
 
 
 @dataclass
@@ -274,6 +276,21 @@ class _Assembling:
     id: str = ""
     name: str = ""
     arguments: list[str] = field(default_factory=list)
+
+
+def _log_size(path: str | None) -> int:
+    try:
+        return os.path.getsize(path) if path else 0
+    except OSError:
+        return 0
+
+
+def _tokens_between(after_last: dict[str, float] | None, before_this: dict[str, float] | None) -> int:
+    """Tokens the server processed for others between our last request and this one (0: unknown)."""
+    if not after_last or not before_this:
+        return 0
+    keys = ("prompt_tokens", "predicted_tokens")
+    return int(sum(before_this.get(k, 0.0) - after_last.get(k, 0.0) for k in keys))
 
 
 class ModelClient:
@@ -299,6 +316,9 @@ class ModelClient:
         auth = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
         self._http = httpx2.AsyncClient(timeout=5.0, headers=auth)
         self.notices: list[str] = []  # fallbacks taken (no model name, no context size): to be shown
+        self.cache_watch = CacheWatch()
+        self._counters_after: dict[str, float] | None = None  # the server's, after our last request
+        self._log_read = _log_size(endpoint.server_log)
 
     def take_notices(self) -> list[str]:
         taken, self.notices = self.notices, []
@@ -401,13 +421,16 @@ class ModelClient:
         tools: list[dict] | None = None,
         tool_choice: str = "auto",
         stop: StreamStop | None = None,
+        cache_note: str = "",
         **overrides: Any,
     ) -> AsyncIterator[TextDelta | ReasoningDelta | Completion]:
         """Stream one completion. Yields deltas, then exactly one Completion (or raises an LLMError).
-        `stop` is asked at each new line of text whether to end the answer there."""
+        `stop` is asked at each new line of text whether to end the answer there. `cache_note`: why the
+        prompt changed on purpose since the last request (prompt_cache.COMPACTION, .RESUMED)."""
         model = await self.model_name()
         request = self._request(messages, tools or [], tool_choice, overrides)
         before = await self._draft_counters()
+        server = ServerSide(foreign_tokens=_tokens_between(self._counters_after, before))
         started = time.monotonic()
         stream = await self._open(model, request)
         text: list[str] = []
@@ -500,6 +523,12 @@ class ModelClient:
             elif first and n_out > 1 and last > first:
                 stats.client_tokens_per_second = (n_out - 1) / (last - first)
         after = await self._draft_counters() if before is not None else None
+        self._counters_after = after
+        server.full_reprocess_logged = self._log_says_full_reprocess()
+        server.reason = str(stats.timings_extra.get("cache_reason") or "")
+        stats.cache_break = self.cache_watch.explain(
+            messages, tools or [], stats.cache_n, stats.prompt_n, cache_note, server
+        )
         if before is not None and after is not None:
             drafted = after.get("drafted", 0) - before.get("drafted", 0)
             if drafted > 0 and stats.draft_n is None:
@@ -530,6 +559,22 @@ class ModelClient:
             repetition=None if stopped else looped,
             stopped=why,
         )
+
+    def _log_says_full_reprocess(self) -> bool:
+        """Whether the server's log, since the last look, says it re-processed a whole prompt."""
+        path = self.endpoint.server_log
+        if not path:
+            return False
+        try:
+            with open(path, "rb") as log:
+                if os.fstat(log.fileno()).st_size < self._log_read:
+                    self._log_read = 0  # a restarted server (its draft turned off) writes a new log
+                log.seek(self._log_read)
+                new = log.read()
+        except OSError:
+            return False
+        self._log_read += len(new)
+        return FULL_REPROCESS_LOG.encode() in new
 
     async def _open(self, model: str, request: dict) -> Any:
         """Open the stream, retrying what is worth retrying: a loading server, a refused connection."""

@@ -16,6 +16,7 @@ from typing import Any
 from agent.core.context import ContextWindow
 from agent.core.guards import RepeatGuard, StopTask
 from agent.core.llm import Completion, ContextOverflow, LLMError, ModelClient, ToolCall
+from agent.core.prompt_cache import COMPACTION, RESUMED
 from agent.events import (
     ApprovalAnswer,
     ApprovalRequested,
@@ -77,6 +78,8 @@ class Agent:
     changes: int = 0  # tool calls that may have changed the workspace (edits, commands) and succeeded
 
     def __post_init__(self) -> None:
+        # Why the next request's prompt differs from the last one on purpose (agent/core/prompt_cache.py).
+        self._cache_note = RESUMED if len(self.messages) > 1 else ""
         if not self.messages:
             self.messages.append({"role": "system", "content": self.system_prompt})
 
@@ -142,15 +145,21 @@ class Agent:
         # one too; each shrinks the history or raises ContextTooSmall, so this cannot loop.
         for attempt in range(3):
             if self.context:
+                compactions = self.context.compactions
                 await self.context.fit(self.messages)
+                if self.context.compactions != compactions:
+                    self._cache_note = COMPACTION
             try:
-                return await self._stream()
+                completion = await self._stream()
+                self._cache_note = ""
+                return completion
             except ContextOverflow as overflow:
                 if attempt == 2 or not self.context:
                     raise
                 await self.context.compact(
                     self.messages, reason=f"the server said: {overflow}", overflow=overflow
                 )
+                self._cache_note = COMPACTION
             except LLMError as failure:
                 if attempt or self.recover is None or not await self.recover(failure):
                     raise
@@ -163,6 +172,7 @@ class Agent:
             self.actions.request_tools(self.tools),
             self.tool_choice,
             stop=lambda text: self.actions.stream_stop(text, self.ctx),
+            cache_note=self._cache_note,
             **{**self.request_overrides, **self._guard.nudge},
         ):
             if isinstance(item, Completion):

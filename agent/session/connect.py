@@ -310,7 +310,9 @@ def _check_reachable(profile: ServerProfile, api_key: str | None) -> None:
         ) from exc
 
 
-def endpoint_for(profile: ServerProfile, base_url: str, api_key: str | None) -> Endpoint:
+def endpoint_for(
+    profile: ServerProfile, base_url: str, api_key: str | None, server_log: str | None = None
+) -> Endpoint:
     return Endpoint(
         base_url=openai_base_url(base_url),
         api_key=api_key,
@@ -320,6 +322,7 @@ def endpoint_for(profile: ServerProfile, base_url: str, api_key: str | None) -> 
         sampling=profile.sampling.request_params(),
         extra_body=dict(profile.request),
         metrics_url=api_root(base_url) + "/metrics",
+        server_log=server_log,
     )
 
 
@@ -372,7 +375,7 @@ def connect(
         return Launched(again, started, reason)
 
     connection = Connection(
-        endpoint_for(launched.profile, handle.base_url, api_key),
+        endpoint_for(launched.profile, handle.base_url, api_key, handle.record.log_path),
         launched.profile,
         handle,
         tuple(plan.notes),

@@ -60,6 +60,9 @@ class TurnStats:
     # steps) of this request, and per draft position the tokens accepted there.
     metrics_drafts: int | None = None
     accepted_per_position: list[int] | None = None
+    # Why the server re-processed more of the prompt than the previous request allowed; None when its
+    # cache held (agent/core/prompt_cache.py).
+    cache_break: str | None = None
 
     @classmethod
     def from_timings(cls, timings: dict[str, Any] | None, **client: Any) -> TurnStats:
@@ -120,7 +123,8 @@ class TurnStats:
         return self.predicted_n if self.predicted_n is not None else self.completion_tokens
 
     def summary(self) -> str:
-        """One line: '412 tok · 141 tok/s gen · 2.1k tok/s prefill · draft 83% · cache 96%'."""
+        """One line: '412 tok · 141 tok/s gen · 2.1k tok/s prefill · draft 83% · cache 96%', and after the
+        cache figure why it broke, when it did: 'cache 4% (3,912 tokens lost: the agent changed ...)'."""
         parts = []
         if self.output_tokens is not None:
             parts.append(f"{self.output_tokens} tok")
@@ -131,7 +135,9 @@ class TurnStats:
         if self.acceptance is not None:
             parts.append(f"draft {self.acceptance:.0%}")
         if self.cache_reuse is not None:
-            parts.append(f"cache {self.cache_reuse:.0%}")
+            parts.append(
+                f"cache {self.cache_reuse:.0%}" + (f" ({self.cache_break})" if self.cache_break else "")
+            )
         if self.ttft_s is not None:
             parts.append(f"ttft {self.ttft_s:.2f} s")
         return " · ".join(parts)
@@ -185,6 +191,10 @@ _DRAFT_COUNTERS = {
         "vllm:spec_decode_num_accepted_tokens_total",
     ),
     "drafts": ("llamacpp:spec_decode_num_drafts_total", "vllm:spec_decode_num_drafts_total"),
+    # All tokens the server processed, whoever asked: a change between two of our requests means another
+    # client used it (agent/core/prompt_cache.py).
+    "prompt_tokens": ("llamacpp:prompt_tokens_total",),
+    "predicted_tokens": ("llamacpp:tokens_predicted_total",),
 }
 
 
@@ -200,7 +210,7 @@ POSITION_KEY = "accepted_at:"
 
 
 def parse_draft_counters(text: str) -> dict[str, float]:
-    """Draft counters from Prometheus text (summed over label sets, as vLLM labels per model). The
+    """Draft and token counters from Prometheus text (summed over label sets, as vLLM labels per model). The
     per-position counter comes as one key per position, `accepted_at:N`."""
     from prometheus_client.parser import text_string_to_metric_families
 

@@ -81,6 +81,7 @@ def test_the_same_traceback_printed_for_each_failing_test_is_said_once(tmp_path)
     condensed = condense(output)
     assert len(condensed) < len(output)
     assert "[... the same " in condensed and "lines as above ...]" in condensed
+
     # The traceback's own error lines; the short summary's FAILED lines vary with the terminal width.
     def raised(text: str) -> int:
         return sum(line.startswith("E ") and "TypeError" in line for line in text.splitlines())

@@ -128,6 +128,7 @@ def _usage(session: AcpSession, stats: TurnStats) -> UsageUpdate:
         "prefill_tokens_per_second": stats.prompt_per_second,
         "draft_acceptance": stats.acceptance,
         "cache_reuse": stats.cache_reuse,
+        "cache_break": stats.cache_break,  # why the server re-processed more than the new messages
         "output_tokens": stats.output_tokens,
         "ttft_s": stats.ttft_s,
         "summary": stats.summary(),

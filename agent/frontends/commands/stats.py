@@ -68,6 +68,15 @@ def _turn_table(records: list[dict[str, Any]]):
     return table
 
 
+def cache_breaks(records: list[dict[str, Any]]) -> list[str]:
+    """One line per turn whose prompt cache broke, with the cause (agent/core/prompt_cache.py)."""
+    return [
+        f"cache broke at turn {r.get('turn', '?')}: {r['stats']['cache_break']}"
+        for r in records
+        if r.get("stats", {}).get("cache_break")
+    ]
+
+
 def chart(records: list[dict[str, Any]], width: int = 80, height: int = 14) -> str:
     """Generation tok/s per turn, with acceptance (%) on the right axis when there was drafting."""
     import plotext as plt
@@ -130,6 +139,8 @@ def cmd_stats(args: Namespace, settings: Settings) -> int:
         s = summaries[0]
         console.out.print(f"[bold]{path.stem}[/]  profile {s['profile']} ({_spec(s)})")
         console.out.print(_turn_table(records))
+        for line in cache_breaks(records):
+            console.out.print(line, markup=False)
         console.out.print(_summary_line(s))
         console.out.print(chart(records), markup=False)
         return 0

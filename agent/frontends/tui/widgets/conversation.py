@@ -168,7 +168,7 @@ def _prompt_line(text: str) -> Static:
 
 
 def _figures_line(turn: int, stats: TurnStats) -> Static:
-    return Static(f"turn {turn} · {stats.summary()}", classes="figures")
+    return Static(Text(f"turn {turn} · {stats.summary()}"), classes="figures")  # a cause may hold "["
 
 
 def _notice_line(message: str, severity: str) -> Static:

@@ -6,6 +6,7 @@ so each gets a chart); draft acceptance and cache reuse are percentages and shar
 
 from __future__ import annotations
 
+from rich.markup import escape
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
@@ -106,7 +107,12 @@ class SpeedPanel(Vertical):
             parts.append(f"draft acceptance {s['acceptance']:.0%}")
         if s["cache_reuse"] is not None:
             parts.append(f"cache reuse {s['cache_reuse']:.0%}")
-        return "session: " + " · ".join(parts) + "   (speeds are medians; ratios are over all turns)"
+        line = "session: " + " · ".join(parts) + "   (speeds are medians; ratios are over all turns)"
+        broke = [(turn, t.cache_break) for turn, t in enumerate(self.turns, 1) if t.cache_break]
+        if broke:
+            turn, why = broke[-1]
+            line += f"\ncache broke {len(broke)}x; last at turn {turn}: {escape(why or '')}"
+        return line
 
 
 def _turn_ticks(plt, turns: list[int]) -> None:

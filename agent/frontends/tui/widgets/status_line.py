@@ -64,7 +64,8 @@ class StatusLine(Static):
         elif last is not None and last.acceptance is not None:
             line.append(f"  draft {last.acceptance:.0%}")
         if last is not None and last.cache_reuse is not None:
-            line.append(f"  cache {last.cache_reuse:.0%}")
+            # A broken cache in yellow; the turn's figures line and the speed panel (^P) say why.
+            line.append(f"  cache {last.cache_reuse:.0%}", "yellow" if last.cache_break else "")
         used, total = self.context
         if total:
             line.append(f"  ctx {_k(used)}/{_k(total)} ({used / total:.0%})")
