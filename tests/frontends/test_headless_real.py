@@ -94,3 +94,9 @@ def test_forced_compaction_on_a_small_context_runs_more_turns_than_fit_and_keeps
     assert following
     for after in following:
         assert after["cache_n"] >= prefix  # the prefix still comes from the cache after compaction
+    # The turn after a compaction says why its cache broke, in its figures and in `agent stats`.
+    why = [after["cache_break"] for after in following if after.get("cache_break")]
+    assert why and all("a compaction summarised the history" in cause for cause in why), why
+    stats = agent("stats", session, timeout=60)
+    assert stats.returncode == 0, stats.stderr
+    assert "a compaction summarised the history" in " ".join(stats.stdout.split())
