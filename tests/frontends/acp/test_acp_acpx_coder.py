@@ -78,6 +78,7 @@ def test_acpx_solves_the_hello_task_through_agent_acp_on_the_embedded_coder(
     assert figures["generation_tokens_per_second"] > 0 and figures["prefill_tokens_per_second"] > 0
     assert figures["output_tokens"] > 0 and figures["ttft_s"] > 0
     assert 0 < figures["cache_reuse"] <= 1  # the second request reuses the first one's prompt
+    assert figures["cache_break"] is None  # and only appended to it: nothing to explain
     assert figures["draft_acceptance"] is None  # the coder profile drafts nothing
     assert "tok/s gen" in figures["summary"]
     edits = [u for u in updates(lines, "tool_call") if u["kind"] == "edit"]
