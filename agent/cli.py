@@ -171,6 +171,12 @@ def _server_commands(commands: argparse._SubParsersAction) -> None:
     _task_suite_arguments(
         tune, "measure on a task suite (default examples/tasks) instead of the bench prompts"
     )
+    tune.add_argument(
+        "--from-sessions", nargs="*", metavar="ID",
+        help="replay the model requests of recorded sessions (your own work; default: the newest) instead "
+        "of the bench prompts, at temperature 0 with each recorded answer's length",
+    )  # fmt: skip
+    tune.add_argument("--last", type=int, metavar="N", help="with --from-sessions: the newest N sessions")
     tune.add_argument("--out", metavar="DIR", help="results.json and the chart (default: the state dir)")
 
     status = server_cmds.add_parser("status", help="the servers we started, from any terminal")

@@ -26,6 +26,8 @@ llama-server binary in lifecycle tests: `--help` prints a recorded help text, ot
 With SCRIPTED_BAD_DRAFT set and a `--spec-draft-model`, it behaves as BeeLlama 0.1 does with a draft
 that is not a DFlash model (FACTS.md): requests of more than 2 tokens get HTTP 500 "Invalid input
 batch." (a 2-token one drafts nothing and passes); SCRIPTED_BAD_DRAFT=log also logs n_target_layers=0.
+SCRIPTED_REQUEST_LOG names a file that gets each chat request's body as a JSON line (the `requests` of
+a server in another process).
 """
 
 from __future__ import annotations
@@ -419,6 +421,15 @@ def _as_llama_server(argv: list[str]) -> int:
     print(f"scripted llama-server: listening on http://127.0.0.1:{port}", file=sys.stderr, flush=True)
     server = ScriptedServer(script, default=default, port=port)
     server.model.bad_draft = bad_draft
+    if log := os.environ.get("SCRIPTED_REQUEST_LOG"):
+        take = server.model.next_reply
+
+        def logged(body: dict) -> dict:
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(json.dumps(body) + "\n")
+            return take(body)
+
+        server.model.next_reply = logged  # type: ignore[method-assign]
     server.httpd.serve_forever()
     return 0
 

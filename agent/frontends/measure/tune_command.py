@@ -1,7 +1,11 @@
-"""`agent server tune PROFILE`: run the sweep of tune_setups.py, show it, keep the best as a profile."""
+"""`agent server tune PROFILE`: run the sweep of tune_setups.py, show it, keep the best as a profile.
+
+Each setup is measured on the seed's prompts, a task suite (--tasks) or the user's own recorded
+sessions replayed (--from-sessions, tune_replay.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shlex
 import tempfile
@@ -15,7 +19,16 @@ import httpx2
 from agent.core.llm import Endpoint, LLMError
 from agent.errors import AgentError
 from agent.frontends import console
+from agent.frontends.measure.bench_command import position_line
 from agent.frontends.measure.bench_prompts import SEED_PROMPTS, run
+from agent.frontends.measure.tune_replay import (
+    Session,
+    pick_sessions,
+    refuse_other_models,
+    replay,
+    request_line,
+    summary,
+)
 from agent.frontends.measure.tune_setups import (
     DRAFT_LENGTHS,
     NGRAM_LENGTHS,
@@ -58,6 +71,10 @@ def command_line(args: Namespace) -> str:
             parts += [f"--{name.replace('_', '-')}", f"{value:g}" if isinstance(value, float) else str(value)]
     for task in args.task or []:
         parts += ["--task", task]
+    if args.from_sessions is not None:
+        parts += ["--from-sessions", *args.from_sessions]
+    if args.last is not None:
+        parts += ["--last", str(args.last)]
     return shlex.join(parts)
 
 
@@ -82,6 +99,8 @@ def _tune(args: Namespace, settings: Settings) -> int:
         )
     budget = Budget(parse_budget(args.budget))
     tasks = _tasks(args)
+    sessions = _sessions(args, settings, profile)
+    refuse_other_models(sessions, profile)
     with console.build_progress() as building:
         paths = machine_paths(settings, build_progress=building)
         caps = read_capabilities(resolve_binary(profile, paths), paths.cache_dir)
@@ -89,9 +108,12 @@ def _tune(args: Namespace, settings: Settings) -> int:
         profile, caps.spec_types, caps.accepts,
         _lengths(args.lengths, DRAFT_LENGTHS), _lengths(args.ngram_lengths, NGRAM_LENGTHS),
     )  # fmt: skip
-    what = (
-        f"{len(tasks)} tasks" if tasks else f"{len(SEED_PROMPTS)} bench prompts, max_tokens {args.max_tokens}"
-    )
+    if sessions:
+        what = f"{sum(len(s.requests) for s in sessions)} requests of {len(sessions)} recorded sessions"
+    elif tasks:
+        what = f"{len(tasks)} tasks"
+    else:
+        what = f"{len(SEED_PROMPTS)} bench prompts, max_tokens {args.max_tokens}"
     console.note(
         f"tune {profile.name} on {caps.label()}: {len(setups)} setups ({', '.join(s.label for s in setups)}); "
         f"{what}; budget {args.budget}"
@@ -107,8 +129,9 @@ def _tune(args: Namespace, settings: Settings) -> int:
             try:
                 # The first setup is the baseline and runs whole; a later one stops at the budget's end.
                 _measure(
-                    result, variant, args, settings, tasks, Path(scratch), None if i == 1 else budget.left
-                )
+                    result, variant, args, settings, tasks, sessions, Path(scratch),
+                    None if i == 1 else budget.left,
+                )  # fmt: skip
                 result.status = "measured"
             except TimeoutError:
                 result.status = "stopped"
@@ -147,6 +170,11 @@ def _tune(args: Namespace, settings: Settings) -> int:
         f"The fastest setup, {chosen.setup.label}: {chosen.gen_tok_s:.1f} tok/s"
         + (f", {chosen.speedup:.2f}x over no speculation." if chosen.speedup else "."),
     ]  # fmt: skip
+    if chosen.turn_s is not None:
+        header.append(
+            f"On {chosen.requests} recorded requests replayed: {chosen.turn_s:.2f} s per turn, "
+            f"{chosen.same_answers}/{chosen.requests} answers as recorded."
+        )
     write_atomically(target, tuned_profile_text(profile, chosen, results, header))
     from agent.store.measurements import record
 
@@ -166,9 +194,27 @@ def _tasks(args: Namespace) -> list[Path]:
     return tasks
 
 
+def _sessions(args: Namespace, settings: Settings, profile: ServerProfile) -> list[Session]:
+    if args.from_sessions is None:
+        if args.last is not None:
+            raise AgentError(
+                "--last goes with --from-sessions", fix="agent server tune PROFILE --from-sessions --last N"
+            )
+        return []
+    if args.tasks:
+        raise AgentError("--from-sessions and --tasks measure different work", fix="Give one of them.")
+    if args.from_sessions and args.last is not None:
+        raise AgentError("--from-sessions takes session ids or --last N, not both", fix="Give one of them.")
+    if args.last is not None and args.last < 1:
+        raise AgentError(f"--last {args.last} picks no session", fix="Give --last 1 or more.")
+    return pick_sessions(args.from_sessions, args.last, settings, profile.actions)
+
+
 def _measure(result: SetupResult, variant: ServerProfile, args: Namespace, settings: Settings,
-             tasks: list[Path], scratch: Path, seconds: float | None) -> None:  # fmt: skip
-    """`seconds`: what is left of the budget for the bench prompts (a task keeps its own timeout)."""
+             tasks: list[Path], sessions: list[Session], scratch: Path,
+             seconds: float | None) -> None:  # fmt: skip
+    """`seconds`: what is left of the budget for the bench prompts or the replay (a task keeps its own
+    timeout)."""
     deadline = time.monotonic() + seconds if seconds is not None else None
 
     def left() -> float | None:
@@ -190,6 +236,8 @@ def _measure(result: SetupResult, variant: ServerProfile, args: Namespace, setti
         before = _counters(endpoint)
         if tasks:
             _measure_tasks(result, variant, tasks, scratch, args)
+        elif sessions:
+            _measure_replay(result, endpoint, sessions, left())
         else:
             rows = run(endpoint, SEED_PROMPTS, args.max_tokens, args.temperature, 1, left(), seed=args.seed)
             result.gen_tok_s = median([r.stats.generation_tokens_per_second for r in rows])
@@ -218,6 +266,18 @@ def _measure_tasks(result: SetupResult, variant: ServerProfile, tasks: list[Path
     result.acceptance = median([r.acceptance for r in rows])
 
 
+def _measure_replay(
+    result: SetupResult, endpoint: Endpoint, sessions: list[Session], seconds: float | None
+) -> None:
+    def progress(replayed, i: int, n: int) -> None:
+        console.note(f"  {result.setup.label} [{i}/{n}] {request_line(replayed)}")
+
+    work = replay(endpoint, sessions, progress)
+    rows = asyncio.run(asyncio.wait_for(work, seconds) if seconds is not None else work)
+    for key, value in summary(rows).items():
+        setattr(result, key, value)
+
+
 def _counters(endpoint: Endpoint) -> dict[str, float]:
     if not endpoint.metrics_url:
         return {}
@@ -238,6 +298,8 @@ def _line(r: SetupResult) -> str:
     parts = [f"{console.num(r.gen_tok_s)} tok/s"]
     if r.solved is not None:
         parts.insert(0, f"solved {r.solved}/{r.tasks} in {r.task_seconds:.0f} s")
+    if r.turn_s is not None:
+        parts.insert(0, f"{r.turn_s:.2f} s/turn, {r.same_answers}/{r.requests} answers as recorded")
     if r.acceptance is not None:
         parts.append(f"acceptance {console.pct(r.acceptance)}")
     return f"{r.setup.label}: {', '.join(parts)} ({r.seconds:.0f} s)"
@@ -260,6 +322,8 @@ def _document(args: Namespace, profile: ServerProfile, binary: str, results: lis
             "temperature": args.temperature,
             "seed": args.seed,
             "tasks": args.tasks,
+            "from_sessions": args.from_sessions,
+            "last": args.last,
         },
         "results": [r.to_dict() for r in results],
         "best": chosen.setup.label if chosen else None,
@@ -268,8 +332,10 @@ def _document(args: Namespace, profile: ServerProfile, binary: str, results: lis
 
 def _show(results: list[SetupResult], chosen: SetupResult | None) -> None:
     tasks = any(r.solved is not None for r in results)
-    columns = ["setup", *(["solved", "task s"] if tasks else []), "gen tok/s", "prefill tok/s", "acceptance",
-               "accepted/draft", "speedup", "seconds", "note"]  # fmt: skip
+    replayed = any(r.turn_s is not None for r in results)
+    columns = ["setup", *(["solved", "task s"] if tasks else []), *(["s/turn", "same"] if replayed else []),
+               "gen tok/s", "prefill tok/s", "acceptance", "accepted/draft", "speedup", "seconds",
+               "note"]  # fmt: skip
     table = console.table(*columns, left=("setup", "note"))
     for r in results:
         cells = [r.setup.label + (" *" if r is chosen else "")]
@@ -278,10 +344,15 @@ def _show(results: list[SetupResult], chosen: SetupResult | None) -> None:
                 f"{r.solved}/{r.tasks}" if r.solved is not None else "-",
                 console.num(r.task_seconds, 0),
             ]
+        if replayed:
+            cells += [console.num(r.turn_s, 2), f"{r.same_answers}/{r.requests}" if r.requests else "-"]
         cells += [console.num(r.gen_tok_s), console.num(r.prefill_tok_s), console.pct(r.acceptance),
                   console.num(r.accepted_per_draft, 2), f"{r.speedup:.2f}x" if r.speedup else "-",
                   console.num(r.seconds, 0), r.reason if r.status != "measured" else ""]  # fmt: skip
         table.add_row(*cells)
     console.out.print(table)
+    for r in results:
+        if r.per_position:
+            console.out.print(f"{r.setup.label}: accepted by draft position: {position_line(r.per_position)}")
     if text := terminal_chart(results):
         console.out.print(text, highlight=False)

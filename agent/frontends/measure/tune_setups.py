@@ -2,10 +2,10 @@
 
 A small sweep over what the profile's binary accepts: no speculation, the n-gram types, and the
 profile's draft model when it has one, each at a few draft lengths. Every setup is its own server:
-started, warmed up, measured on the bench prompts (or a task suite), stopped. The sweep stays within a
-time budget; the fastest setup becomes `PROFILE-tuned.toml` in the user's profile folder, with the
-measurement in a comment at its top, written only once the sweep is over (an interrupted tune leaves
-no half-written profile).
+started, warmed up, measured on the bench prompts (or a task suite, or recorded sessions replayed:
+tune_replay.py), stopped. The sweep stays within a time budget; the fastest setup becomes
+`PROFILE-tuned.toml` in the user's profile folder, with the measurement in a comment at its top,
+written only once the sweep is over (an interrupted tune leaves no half-written profile).
 
 The setups are profiles in their own right (`setup_profile`), so a task run's `agent run -p FILE`
 reaches the very server the tune started.
@@ -129,6 +129,10 @@ class SetupResult:
     solved: int | None = None  # with --tasks
     tasks: int | None = None
     task_seconds: float | None = None
+    requests: int | None = None  # with --from-sessions: the recorded requests replayed
+    turn_s: float | None = None  # their mean time, prefill and generation
+    same_answers: int | None = None  # how many answers came back as recorded
+    per_position: dict[str, Any] | None = None  # acceptance by draft position (the server's /metrics)
     server_argv: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -149,10 +153,13 @@ def add_speedups(results: list[SetupResult]) -> None:
 
 
 def best(results: list[SetupResult]) -> SetupResult | None:
-    """The fastest measured setup; with tasks, the most tasks solved first, then the least time."""
+    """The fastest measured setup; with tasks, the most tasks solved first, then the least time; with
+    replayed sessions, the least time per turn (the same requests: what the user waits for)."""
     measured = [r for r in results if r.status == "measured" and r.gen_tok_s]
     if not measured:
         return None
+    if any(r.turn_s is not None for r in measured):
+        return min(measured, key=lambda r: r.turn_s or float("inf"))
     if any(r.solved is not None for r in measured):
         return max(measured, key=lambda r: (r.solved or 0, -(r.task_seconds or 0), r.gen_tok_s or 0))
     return max(measured, key=lambda r: r.gen_tok_s or 0)

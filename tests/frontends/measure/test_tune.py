@@ -4,6 +4,7 @@ The real sweep on the tiny model is tests/frontends/measure/test_tune_real.py.""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import tomllib
 
@@ -231,3 +232,65 @@ def test_a_torn_store_line_is_skipped(tmp_path):
     with store_path().open("a") as f:
         f.write('{"profile": "cod')
     assert list(measured_here()) == ["coder"]
+
+
+def test_no_recorded_session_to_replay_says_how_to_record_one(capsys):
+    from agent.cli import main
+
+    assert main(["server", "tune", "tiny", "--from-sessions"]) == 2
+    err = capsys.readouterr().err
+    assert "no recorded session to replay" in err and "agent run TASK.md -p PROFILE" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--last", "2"], "--last goes with --from-sessions"),
+        (["--from-sessions", "--tasks"], "--from-sessions and --tasks measure different work"),
+        (["--from-sessions", "20261205", "--last", "2"], "session ids or --last N, not both"),
+        (["--from-sessions", "--last", "0"], "--last 0 picks no session"),
+    ],
+)
+def test_what_to_replay_is_said_one_way(argv, said, capsys):
+    from agent.cli import main
+
+    assert main(["server", "tune", "tiny", *argv]) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_each_request_is_rebuilt_from_the_events_before_its_answer(isolated_state, tmp_path):
+    """A cut turn (no figures: its length estimated), a resume, and a compaction before a request."""
+    from agent.frontends.measure.tune_replay import pick_sessions
+    from agent.store.transcripts import sessions_dir
+
+    started = {"type": "session.started", "profile": "tiny", "model": "tiny", "workspace": str(tmp_path)}
+    compacted = [{"role": "user", "content": "summary"}]
+    events = [
+        started,
+        {"type": "user.message", "content": "first"},
+        {"type": "assistant.message", "turn": 1, "content": "x" * 90},  # kill -9 in its tools: no figures
+        {**started, "resumed": True},
+        {"type": "user.message", "content": "again"},
+        {"type": "assistant.message", "turn": 1, "content": "ok"},
+        {"type": "turn.completed", "turn": 1, "stats": {"predicted_n": 5}},
+        {"type": "compaction", "history": compacted},
+        {"type": "assistant.message", "turn": 2, "content": "done"},
+        {"type": "turn.completed", "turn": 2, "stats": {"completion_tokens": 7}},
+    ]
+    folder = sessions_dir(isolated_state)
+    folder.mkdir(parents=True)
+    (folder / "20261205-120000-abcd.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+
+    [session] = pick_sessions([], None, Settings(), "blocks")
+    first, second, third = session.requests
+    assert session.model == "gemma-3-270m-q4_k_m.gguf"  # the tiny profile's file, not its name
+    system = first.messages[0]
+    assert system["role"] == "system" and first.tools == []  # never acted: the fallback, blocks
+    assert first.messages[1:] == [{"role": "user", "content": "first"}] and first.max_tokens == 30
+    assert second.messages[1:] == [
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "x" * 90},
+        {"role": "user", "content": "again"},
+    ]
+    assert second.max_tokens == 5
+    assert third.messages == [system, *compacted] and third.max_tokens == 7
