@@ -107,6 +107,7 @@ def _tune(args: Namespace, settings: Settings) -> int:
     setups = sweep(
         profile, caps.spec_types, caps.accepts,
         _lengths(args.lengths, DRAFT_LENGTHS), _lengths(args.ngram_lengths, NGRAM_LENGTHS),
+        type_list=caps.takes_type_list,
     )  # fmt: skip
     if sessions:
         what = f"{sum(len(s.requests) for s in sessions)} requests of {len(sessions)} recorded sessions"

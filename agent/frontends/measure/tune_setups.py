@@ -1,11 +1,12 @@
 """`agent server tune PROFILE`: which speculative setup is fastest on this machine, measured.
 
 A small sweep over what the profile's binary accepts: no speculation, the n-gram types, and the
-profile's draft model when it has one, each at a few draft lengths. Every setup is its own server:
-started, warmed up, measured on the bench prompts (or a task suite, or recorded sessions replayed:
-tune_replay.py), stopped. The sweep stays within a time budget; the fastest setup becomes
-`PROFILE-tuned.toml` in the user's profile folder, with the measurement in a comment at its top,
-written only once the sweep is over (an interrupted tune leaves no half-written profile).
+profile's draft model when it has one (joined by each n-gram type too where the binary takes a list of
+types), each at a few draft lengths. Every setup is its own server: started, warmed up, measured on the
+bench prompts (or a task suite, or recorded sessions replayed: tune_replay.py), stopped. The sweep stays
+within a time budget; the fastest setup becomes `PROFILE-tuned.toml` in the user's profile folder,
+with the measurement in a comment at its top, written only once the sweep is over (an interrupted tune
+leaves no half-written profile).
 
 The setups are profiles in their own right (`setup_profile`), so a task run's `agent run -p FILE`
 reaches the very server the tune started.
@@ -58,7 +59,7 @@ class Setup:
         if self.spec_type == "none":
             return None
         spec: dict[str, Any] = {"type": self.spec_type}
-        if self.spec_type in DRAFT_TYPES:
+        if any(kind in DRAFT_TYPES for kind in self.spec_type.split(",")):  # the length is the draft model's
             spec["draft_model"] = draft_model
             if self.length is not None:
                 spec["draft_max"] = self.length
@@ -76,23 +77,31 @@ def sweep(
     accepts: Callable[[str], bool],
     draft_lengths: tuple[int, ...] = DRAFT_LENGTHS,
     ngram_lengths: tuple[int, ...] = NGRAM_LENGTHS,
+    type_list: bool = False,
 ) -> list[Setup]:
     """The setups in the order they run: no speculation first (the baseline), then every type at its
     middle length (the profile's draft model before the n-gram types), then the other lengths, so that
     a short budget still compares the types.
 
     `spec_types`: the binary's --spec-type values; `accepts(flag)`: whether it has a flag. A type it
-    lacks is left out, and a length flag it lacks leaves that type at the server's default length."""
+    lacks is left out, and a length flag it lacks leaves that type at the server's default length.
+    `type_list`: the binary takes a comma list of types, so the draft model also runs joined by each
+    n-gram type (at its default length): n-gram drafts where the answer copies the prompt, the draft
+    model's elsewhere."""
     draft = profile.speculative.draft_model if profile.speculative else None
     families: list[tuple[str, tuple[int | None, ...]]] = []
+    drafting: tuple[str, tuple[int | None, ...]] | None = None
     if draft:  # the profile's own draft model first: what its user runs it for
         own = profile.speculative.type if profile.speculative else ""
-        kind = own if own in DRAFT_TYPES else "draft-simple"
+        kind = next((t for t in own.split(",") if t in DRAFT_TYPES), "draft-simple")
         if kind in spec_types:
-            families.append((kind, draft_lengths if accepts("--spec-draft-n-max") else (None,)))
-    for kind, flag in NGRAM_TYPES.items():
-        if kind in spec_types:
-            families.append((kind, ngram_lengths if accepts(f"--{flag}") else (None,)))
+            drafting = (kind, draft_lengths if accepts("--spec-draft-n-max") else (None,))
+            families.append(drafting)
+    ngrams = [kind for kind in NGRAM_TYPES if kind in spec_types]
+    for kind in ngrams:
+        families.append((kind, ngram_lengths if accepts(f"--{NGRAM_TYPES[kind]}") else (None,)))
+    if drafting and type_list:
+        families += [(f"{drafting[0]},{kind}", drafting[1]) for kind in ngrams]
     setups = [Setup("none")]
     for kind, lengths in families:
         setups.append(Setup(kind, lengths[len(lengths) // 2]))

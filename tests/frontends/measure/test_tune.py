@@ -294,3 +294,18 @@ def test_each_request_is_rebuilt_from_the_events_before_its_answer(isolated_stat
     ]
     assert second.max_tokens == 5
     assert third.messages == [system, *compacted] and third.max_tokens == 7
+
+
+def test_with_a_comma_list_the_draft_model_also_runs_joined_by_each_ngram_type():
+    profile = get_profile("coder-draft-ngram")  # its own type is already a list: its draft type leads
+    labels = [s.label for s in sweep(profile, UPSTREAM_TYPES, accepts_all, type_list=True)]
+    assert labels[:6] == [
+        "none", "draft-simple n8", "ngram-mod n32", "ngram-simple n32",
+        "draft-simple,ngram-mod n8", "draft-simple,ngram-simple n8",
+    ]  # fmt: skip
+    assert "draft-simple,ngram-mod n4" in labels and len(labels) == len(set(labels)) == 16
+    assert not any("," in s.label for s in sweep(profile, UPSTREAM_TYPES, accepts_all))  # one type only
+    combined = setup_profile(profile, Setup("draft-simple,ngram-mod", 4))
+    argv = combined.server_args("m.gguf", "d.gguf", None)
+    assert argv[argv.index("--spec-type") + 1] == "draft-simple,ngram-mod"
+    assert argv[argv.index("--spec-draft-n-max") + 1] == "4" and "--spec-draft-model" in argv
