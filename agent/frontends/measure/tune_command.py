@@ -331,6 +331,21 @@ def _document(args: Namespace, profile: ServerProfile, binary: str, results: lis
     }
 
 
+def kind_table(results: list[SetupResult]):
+    """The replay per kind of turn (an answer that copies what the model was shown, or new text): the
+    server takes no per-request draft settings, so this is where a setup's turns say where it pays."""
+    rows = [(r, kind, f) for r in results for kind, f in (r.by_kind or {}).items()]
+    if not rows:
+        return None
+    table = console.table(
+        "setup", "turns", "requests", "s/turn", "gen tok/s", "acceptance", left=("setup", "turns")
+    )
+    for r, kind, f in rows:
+        table.add_row(r.setup.label, kind, str(f["requests"]), console.num(f["turn_s"], 2),
+                      console.num(f["gen_tok_s"]), console.pct(f["acceptance"]))  # fmt: skip
+    return table
+
+
 def _show(results: list[SetupResult], chosen: SetupResult | None) -> None:
     tasks = any(r.solved is not None for r in results)
     replayed = any(r.turn_s is not None for r in results)
@@ -355,5 +370,7 @@ def _show(results: list[SetupResult], chosen: SetupResult | None) -> None:
     for r in results:
         if r.per_position:
             console.out.print(f"{r.setup.label}: accepted by draft position: {position_line(r.per_position)}")
+    if kinds := kind_table(results):
+        console.out.print(kinds)
     if text := terminal_chart(results):
         console.out.print(text, highlight=False)

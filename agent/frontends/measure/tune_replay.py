@@ -30,6 +30,7 @@ from agent.core.prompt import system_prompt
 from agent.core.workbench import default_tools
 from agent.errors import AgentError
 from agent.frontends.measure.bench_prompts import whole_answers
+from agent.frontends.measure.turn_kinds import KINDS, turn_kind
 from agent.protocols.registry import make_actions
 from agent.server.embedded_model import embedded_key, lookup_embedded_model
 from agent.server.profiles import ServerProfile, get_profile
@@ -56,6 +57,13 @@ class Request:
     max_tokens: int
     content: str  # the recorded answer
     calls: list[tuple[str, str]]  # its tool calls: (name, arguments as the history keeps them)
+
+    @property
+    def kind(self) -> str:
+        """Whether the recorded answer copies what the model was shown, or is new (turn_kinds.py)."""
+        return turn_kind(
+            "\n".join([self.content, *(arguments for _, arguments in self.calls)]), self.messages
+        )
 
 
 @dataclass
@@ -230,7 +238,15 @@ async def replay(
 
 
 def summary(rows: list[Replayed]) -> dict[str, Any]:
-    """A setup's figures over the replayed requests."""
+    """A setup's figures over the replayed requests, and the same per kind of turn."""
+    by_kind = {kind: figures([r for r in rows if r.request.kind == kind]) for kind in KINDS}
+    return figures(rows) | {
+        "per_position": per_position_rates([r.stats for r in rows]),
+        "by_kind": {kind: f for kind, f in by_kind.items() if f["requests"]},
+    }
+
+
+def figures(rows: list[Replayed]) -> dict[str, Any]:
     stats = [r.stats for r in rows]
     # Generation over all the tokens, not a median of per-request rates: a five-token "Done." weighs
     # as little in it as it does in the session's time.
@@ -249,7 +265,6 @@ def summary(rows: list[Replayed]) -> dict[str, Any]:
         "turn_s": sum(s.wall_s for s in stats) / len(stats) if stats else None,
         "requests": len(rows),
         "same_answers": sum(r.same for r in rows),
-        "per_position": per_position_rates(stats),
     }
 
 
@@ -261,4 +276,4 @@ def request_line(r: Replayed) -> str:
     if s.acceptance is not None:
         parts.append(f"draft {s.acceptance:.0%}")
     parts.append("same answer" if r.same else "another answer")
-    return f"{r.request.session_id} turn {r.request.turn}: {', '.join(parts)}"
+    return f"{r.request.session_id} turn {r.request.turn} ({r.request.kind}): {', '.join(parts)}"

@@ -142,6 +142,7 @@ class SetupResult:
     turn_s: float | None = None  # their mean time, prefill and generation
     same_answers: int | None = None  # how many answers came back as recorded
     per_position: dict[str, Any] | None = None  # acceptance by draft position (the server's /metrics)
+    by_kind: dict[str, Any] | None = None  # with --from-sessions: the figures per kind of turn
     server_argv: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:

@@ -97,6 +97,11 @@ def test_the_recorded_requests_are_replayed_as_sent_on_each_setup(
         assert r["status"] == "measured", r
         assert r["requests"] == 2 and r["same_answers"] == 1
         assert r["turn_s"] > 0 and r["acceptance"] == 0.75
+        # Per kind of turn, the same requests again: each is one that copies what was shown, or new.
+        assert sum(k["requests"] for k in r["by_kind"].values()) == 2 and set(r["by_kind"]) <= {
+            "copies",
+            "new",
+        }
     assert doc["settings"]["from_sessions"] == [] and doc["settings"]["last"] == 1
 
     # What the live session sent, each setup's server received again: the same messages (the system

@@ -55,6 +55,7 @@ def test_a_recorded_session_is_replayed_on_each_setup_and_the_fastest_kept(
         assert r["status"] == "measured", r
         assert r["requests"] == 2 and 0 <= r["same_answers"] <= 2
         assert r["turn_s"] > 0 and r["gen_tok_s"] > 0
+        assert sum(k["requests"] for k in r["by_kind"].values()) == 2
         if r["acceptance"] is not None:  # drafted: llama-server's /metrics counts it by position too
             assert r["per_position"]["drafts"] > 0
     best = min((r for r in doc["results"]), key=lambda r: r["turn_s"])
