@@ -29,7 +29,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from agent.core.prompt_cache import FULL_REPROCESS_LOG, CacheWatch, ServerSide
 from agent.events import ReasoningDelta, TextDelta
-from agent.store.telemetry import TurnStats, accepted_per_position, parse_draft_counters
+from agent.store.telemetry import TurnStats, accepted_per_position, parse_server_counters
 
 # ---------------------------------------------------------------------------------------------- errors
 
@@ -377,7 +377,7 @@ class ModelClient:
                 response.raise_for_status()
         return response.json()
 
-    async def _draft_counters(self) -> dict[str, float] | None:
+    async def _server_counters(self) -> dict[str, float] | None:
         if not self._metrics_ok:
             return None
         try:
@@ -385,7 +385,7 @@ class ModelClient:
             if response.status_code != 200:
                 self._metrics_ok = False
                 return None
-            return parse_draft_counters(response.text)
+            return parse_server_counters(response.text)
         except (httpx2.HTTPError, ValueError):
             self._metrics_ok = False
             return None
@@ -429,7 +429,7 @@ class ModelClient:
         prompt changed on purpose since the last request (prompt_cache.COMPACTION, .RESUMED)."""
         model = await self.model_name()
         request = self._request(messages, tools or [], tool_choice, overrides)
-        before = await self._draft_counters()
+        before = await self._server_counters()
         server = ServerSide(foreign_tokens=_tokens_between(self._counters_after, before))
         started = time.monotonic()
         stream = await self._open(model, request)
@@ -522,7 +522,7 @@ class ModelClient:
                 stats.client_tokens_per_second = n_out / (last - started - stats.prompt_ms / 1000)
             elif first and n_out > 1 and last > first:
                 stats.client_tokens_per_second = (n_out - 1) / (last - first)
-        after = await self._draft_counters() if before is not None else None
+        after = await self._server_counters() if before is not None else None
         self._counters_after = after
         server.full_reprocess_logged = self._log_says_full_reprocess()
         server.reason = str(stats.timings_extra.get("cache_reason") or "")

@@ -183,8 +183,8 @@ def summarise_turns(stats: list[TurnStats]) -> dict[str, Any]:
     }
 
 
-# Counter names for draft tokens on llama-server and on vLLM.
-_DRAFT_COUNTERS = {
+# Counter names on llama-server and vLLM: draft tokens, and all tokens processed.
+_SERVER_COUNTERS = {
     "drafted": ("llamacpp:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_draft_tokens_total"),
     "accepted": (
         "llamacpp:spec_decode_num_accepted_tokens_total",
@@ -209,7 +209,7 @@ _PER_POSITION = (
 POSITION_KEY = "accepted_at:"
 
 
-def parse_draft_counters(text: str) -> dict[str, float]:
+def parse_server_counters(text: str) -> dict[str, float]:
     """Draft and token counters from Prometheus text (summed over label sets, as vLLM labels per model). The
     per-position counter comes as one key per position, `accepted_at:N`."""
     from prometheus_client.parser import text_string_to_metric_families
@@ -217,7 +217,7 @@ def parse_draft_counters(text: str) -> dict[str, float]:
     values: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            for key, names in _DRAFT_COUNTERS.items():
+            for key, names in _SERVER_COUNTERS.items():
                 if sample.name in names:
                     values[key] = values.get(key, 0.0) + sample.value
             position = sample.labels.get("position")

@@ -204,7 +204,7 @@ async def test_nothing_listening_is_server_gone_quickly():
     assert time.monotonic() - started < 5
 
 
-async def test_draft_counters_come_from_metrics_when_timings_lack_them():
+async def test_server_counters_come_from_metrics_when_timings_lack_them():
     """A vLLM-style server: no draft fields in timings, draft counters on /metrics."""
     replies = [
         {"content": "warm", "counters": {"draft_tokens": 10, "accepted": 5}},

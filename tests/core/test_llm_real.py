@@ -17,7 +17,7 @@ from agent.server.lifecycle import stop
 from agent.server.profiles import get_profile
 from agent.server.registry import ServerRegistry
 from agent.session.connect import endpoint_for
-from agent.store.telemetry import parse_draft_counters
+from agent.store.telemetry import parse_server_counters
 from tests.conftest import start_profile
 from tests.server.test_lifecycle import SEED_PROMPT
 
@@ -30,7 +30,7 @@ def counters(base_url: str) -> dict[str, float]:
     for name in ("llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total"):
         match = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
         values[name] = float(match.group(1))
-    return values | parse_draft_counters(text)
+    return values | parse_server_counters(text)
 
 
 async def complete(client: ModelClient, content: str, **kw) -> Completion:

@@ -54,7 +54,7 @@ from agent.server.launch_plan import resolve_binary
 from agent.server.profiles import ServerProfile, get_profile
 from agent.session.connect import connect
 from agent.settings.config import Settings, config_dir, state_dir
-from agent.store.telemetry import parse_draft_counters
+from agent.store.telemetry import parse_server_counters
 
 
 def cmd_tune(args: Namespace, settings: Settings) -> int:
@@ -284,7 +284,7 @@ def _counters(endpoint: Endpoint) -> dict[str, float]:
         return {}
     try:
         response = httpx2.get(endpoint.metrics_url, timeout=5)
-        return parse_draft_counters(response.text) if response.status_code == 200 else {}
+        return parse_server_counters(response.text) if response.status_code == 200 else {}
     except (httpx2.HTTPError, ValueError):
         return {}
 

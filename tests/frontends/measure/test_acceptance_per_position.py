@@ -19,7 +19,7 @@ from agent.frontends.measure.bench_charts import draw_charts
 from agent.frontends.measure.bench_command import position_line
 from agent.frontends.measure.bench_prompts import BenchResult
 from agent.frontends.measure.bench_results import summarise
-from agent.store.telemetry import TurnStats, accepted_per_position, parse_draft_counters, per_position_rates
+from agent.store.telemetry import TurnStats, accepted_per_position, parse_server_counters, per_position_rates
 from tests.conftest import FIXTURES
 from tests.frontends.measure.test_bench_real import tiny_profile
 
@@ -27,7 +27,7 @@ RECORDED = (FIXTURES / "metrics-tiny-ngram.txt").read_text()
 
 
 def test_recorded_metrics_give_the_counters_and_each_position() -> None:
-    counters = parse_draft_counters(RECORDED)
+    counters = parse_server_counters(RECORDED)
     assert counters["drafts"] == 8 and counters["drafted"] == 445 and counters["accepted"] == 445
     # every position the server lists (0..63), the ones that accepted nothing too
     assert sum(k.startswith("accepted_at:") for k in counters) == 64
@@ -39,12 +39,12 @@ def test_recorded_metrics_give_the_counters_and_each_position() -> None:
 
 
 def test_per_position_is_a_delta_with_the_idle_tail_dropped() -> None:
-    after = parse_draft_counters(RECORDED)
+    after = parse_server_counters(RECORDED)
     # recorded: 8 at positions 0-40, 6 at 41-42, 5 at 43-63; as if 5 drafts had all gone to 64 before
     before = {"drafts": 3.0, **{f"accepted_at:{i}": 5.0 for i in range(64)}}
     assert accepted_per_position(before, after) == [3] * 41 + [1, 1]
     assert (
-        accepted_per_position({}, parse_draft_counters("llamacpp:spec_decode_num_drafts_total 3\n")) is None
+        accepted_per_position({}, parse_server_counters("llamacpp:spec_decode_num_drafts_total 3\n")) is None
     )
 
 
@@ -57,7 +57,7 @@ def test_per_position_is_a_delta_with_the_idle_tail_dropped() -> None:
 )
 def test_other_spellings_of_the_counter(name: str) -> None:
     text = f'# TYPE {name} counter\n{name}{{position="0"}} 7\n{name}{{position="1"}} 2\n'
-    assert accepted_per_position({}, parse_draft_counters(text)) == [7, 2]
+    assert accepted_per_position({}, parse_server_counters(text)) == [7, 2]
 
 
 def stats(drafts: int, per_position: list[int] | None) -> TurnStats:
