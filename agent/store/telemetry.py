@@ -258,6 +258,14 @@ def per_position_rates(stats: list[TurnStats]) -> dict[str, Any] | None:
     }
 
 
+def position_line(per_position: dict) -> str:
+    """'1: 96%, 2: 90%, 3: 71% ... of 41 drafts': the first positions, where the differences are."""
+    rates = per_position["rate"]
+    shown = ", ".join(f"{i + 1}: {rate:.0%}" for i, rate in enumerate(rates[:8]))
+    more = f" ... {len(rates)}: {rates[-1]:.0%}" if len(rates) > 8 else ""
+    return f"{shown}{more} of {per_position['drafts']} drafts"
+
+
 class TelemetryLog:
     """One JSONL record per turn, appended and flushed as each turn ends."""
 

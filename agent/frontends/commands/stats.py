@@ -10,7 +10,7 @@ from typing import Any
 from agent.errors import AgentError
 from agent.frontends import console
 from agent.settings.config import Settings, state_dir
-from agent.store.telemetry import TurnStats, read_jsonl, summarise_turns
+from agent.store.telemetry import TurnStats, per_position_rates, position_line, read_jsonl, summarise_turns
 
 
 def telemetry_dir() -> Path:
@@ -141,6 +141,8 @@ def cmd_stats(args: Namespace, settings: Settings) -> int:
         console.out.print(_turn_table(records))
         for line in cache_breaks(records):
             console.out.print(line, markup=False)
+        if per_position := per_position_rates([TurnStats.from_dict(r.get("stats", {})) for r in records]):
+            console.out.print(f"accepted by draft position: {position_line(per_position)}")
         console.out.print(_summary_line(s))
         console.out.print(chart(records), markup=False)
         return 0

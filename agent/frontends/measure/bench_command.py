@@ -26,6 +26,7 @@ from agent.frontends.measure.bench_results import document, write_files
 from agent.server.profiles import ServerProfile
 from agent.session.connect import Connection, connect, resolve_profile
 from agent.settings.config import Settings
+from agent.store.telemetry import position_line
 
 
 def _prompts(args: Namespace) -> dict[str, str]:
@@ -398,11 +399,3 @@ def terminal_chart(doc: dict[str, Any], width: int = 90, height: int = 16) -> st
     plt.multiple_bar(prompts, series, labels=list(summary))
     plt.title("median generation tok/s per prompt")
     return plt.uncolorize(plt.build())
-
-
-def position_line(per_position: dict) -> str:
-    """'1: 96%, 2: 90%, 3: 71% ... of 41 drafts': the first positions, where the differences are."""
-    rates = per_position["rate"]
-    shown = ", ".join(f"{i + 1}: {rate:.0%}" for i, rate in enumerate(rates[:8]))
-    more = f" ... {len(rates)}: {rates[-1]:.0%}" if len(rates) > 8 else ""
-    return f"{shown}{more} of {per_position['drafts']} drafts"

@@ -19,7 +19,6 @@ import httpx2
 from agent.core.llm import Endpoint, LLMError
 from agent.errors import AgentError
 from agent.frontends import console
-from agent.frontends.measure.bench_command import position_line
 from agent.frontends.measure.bench_prompts import SEED_PROMPTS, run
 from agent.frontends.measure.tune_replay import (
     Session,
@@ -54,7 +53,7 @@ from agent.server.launch_plan import resolve_binary
 from agent.server.profiles import ServerProfile, get_profile
 from agent.session.connect import connect
 from agent.settings.config import Settings, config_dir, state_dir
-from agent.store.telemetry import parse_server_counters
+from agent.store.telemetry import parse_server_counters, position_line
 
 
 def cmd_tune(args: Namespace, settings: Settings) -> int:

@@ -97,3 +97,18 @@ def test_an_unknown_session_lists_recent_ones(two_sessions, capsys):
 def test_no_sessions_yet_says_what_to_run(capsys):
     assert main(["stats"]) == 2
     assert "agent bench" in capsys.readouterr().err
+
+
+def test_stats_of_one_session_says_where_its_cache_broke_and_what_each_draft_position_accepted(
+    isolated_state, capsys
+):
+    log = TelemetryLog(isolated_state / "telemetry" / "s3-broke.jsonl")
+    record(log, 1, predicted_n=100, prompt_n=900, cache_n=0, metrics_drafts=10, accepted_per_position=[9, 5])
+    why = "880 tokens lost: the agent changed the system prompt"
+    record(log, 2, predicted_n=100, prompt_n=1000, cache_n=20, cache_break=why, metrics_drafts=10,
+           accepted_per_position=[7, 3, 1])  # fmt: skip
+    assert main(["stats", "s3-broke"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"cache broke at turn 2: {why}" in out
+    assert "cache broke at turn 1" not in out
+    assert "accepted by draft position: 1: 80%, 2: 40%, 3: 5% of 20 drafts" in out

@@ -16,10 +16,15 @@ import pytest
 
 from agent.cli import main
 from agent.frontends.measure.bench_charts import draw_charts
-from agent.frontends.measure.bench_command import position_line
 from agent.frontends.measure.bench_prompts import BenchResult
 from agent.frontends.measure.bench_results import summarise
-from agent.store.telemetry import TurnStats, accepted_per_position, parse_server_counters, per_position_rates
+from agent.store.telemetry import (
+    TurnStats,
+    accepted_per_position,
+    parse_server_counters,
+    per_position_rates,
+    position_line,
+)
 from tests.conftest import FIXTURES
 from tests.frontends.measure.test_bench_real import tiny_profile
 

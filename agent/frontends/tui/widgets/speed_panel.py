@@ -12,7 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from agent.store.telemetry import TurnStats, summarise_turns
+from agent.store.telemetry import TurnStats, per_position_rates, position_line, summarise_turns
 
 MAX_BARS = 30
 
@@ -108,6 +108,8 @@ class SpeedPanel(Vertical):
         if s["cache_reuse"] is not None:
             parts.append(f"cache reuse {s['cache_reuse']:.0%}")
         line = "session: " + " · ".join(parts) + "   (speeds are medians; ratios are over all turns)"
+        if per_position := per_position_rates(self.turns):  # the server's /metrics counts them
+            line += f"\naccepted by draft position: {position_line(per_position)}"
         broke = [(turn, t.cache_break) for turn, t in enumerate(self.turns, 1) if t.cache_break]
         if broke:
             turn, why = broke[-1]
