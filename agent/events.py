@@ -175,6 +175,17 @@ class ErrorEvent(Event):
 
 
 @dataclass
+class CheckStarted(Event):
+    """The task's check starts (the model said it was done), for front ends to show it running.
+    `rounds_left`: how many more times a failure of this check is fed back to the model (0: the last)."""
+
+    kind: ClassVar[str] = "check.started"
+    round: int
+    command: str
+    rounds_left: int = 0
+
+
+@dataclass
 class CheckFinished(Event):
     """The task's check ran (after the model said it was done); round 1 is the first try."""
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.core.check_output import CheckFailure, condense, error_line, locate, where_it_failed
-from agent.events import CheckFinished, Event, Notice
+from agent.events import CheckFinished, CheckStarted, Event, Notice
 from tools.bash import end_process_tree
 
 if TYPE_CHECKING:
@@ -187,11 +187,13 @@ async def work_until_checked(
     rounds: int,
     emit: Callable[[Event], None],
     timeout: float = CHECK_TIMEOUT,
+    typed: str = "",
 ) -> tuple[Outcome, CheckResult | None]:
-    """Run the agent on `message`; while the check fails and rounds are left, send it the failure.
-    The rounds are one task: the repeat guard carries over, and an answer that changed nothing since
-    the failure is sent back, sampled warmer, without running the check again."""
-    outcome = await agent.run(message)
+    """Run the agent on `message` (`typed`: the person's own words in it); while the check fails and
+    rounds are left, send it the failure. The rounds are one task: the repeat guard carries over, and
+    an answer that changed nothing since the failure is sent back, sampled warmer, without running the
+    check again."""
+    outcome = await agent.run(message, typed)
     result = None
     failure: CheckFailure | None = None
     changes_at_failure = -1
@@ -206,7 +208,7 @@ async def work_until_checked(
             retry = NOTHING_CHANGED + agent.actions.after_failed_check(failure)
             outcome = await agent.run(retry, followup=True, warmer=True)
             continue
-        result = await _checked(check, workdir, timeout, round_number, emit)
+        result = await _checked(check, workdir, timeout, round_number, emit, rounds + 1 - round_number)
         if result.passed or round_number > rounds:
             break
         failure, changes_at_failure = feedback(result, workdir), agent.changes
@@ -217,8 +219,14 @@ async def work_until_checked(
 
 
 async def _checked(
-    check: str, workdir: Path, timeout: float, round_number: int, emit: Callable[[Event], None]
+    check: str,
+    workdir: Path,
+    timeout: float,
+    round_number: int,
+    emit: Callable[[Event], None],
+    rounds_left: int = 0,
 ) -> CheckResult:
+    emit(CheckStarted(round_number, check, rounds_left))
     result = await run_check(check, workdir, timeout)
     emit(
         CheckFinished(

@@ -130,10 +130,16 @@ class ContextWindow:
             await self.compact(messages, reason="the next request would not fit the context")
 
     async def compact(
-        self, messages: list[dict[str, Any]], reason: str, overflow: ContextOverflow | None = None
-    ) -> None:
+        self,
+        messages: list[dict[str, Any]],
+        reason: str,
+        overflow: ContextOverflow | None = None,
+        force: bool = False,
+    ) -> bool:
         """Shrink the history after the system prompt, in place: prune old tool outputs, then summarise
-        older turns (keeping fewer verbatim if needed), then cut what is left of big outputs."""
+        older turns (keeping fewer verbatim if needed), then cut what is left of big outputs. `force`
+        (the user's /compact): summarise the older turns even when they fit, keeping at least the newest
+        turn verbatim. Returns whether anything changed."""
         before = (
             overflow.n_prompt_tokens if overflow and overflow.n_prompt_tokens else self.estimate(messages)
         )
@@ -146,10 +152,10 @@ class ContextWindow:
         body_before = sum(_chars(m) for m in messages[1:])
         summarised = self._prune(messages)
         steps = ["old tool outputs pruned"] if summarised else []
-        must_shrink = overflow is not None  # the server's word beats our estimate
+        must_shrink = overflow is not None or force  # the server's word (or the user's) beats our estimate
         # Only when the server says so is the newest turn summarised too (keep 0): the model then goes on
         # from the summary and the task alone, which beats stopping with the context full.
-        for keep in (self.keep_turns, 1, 0):
+        for keep in (self.keep_turns, 1) if force and overflow is None else (self.keep_turns, 1, 0):
             if not must_shrink and (keep == 0 or self.estimate(messages) <= self.target):
                 break
             cut = self._tail_start(messages, keep)
@@ -188,6 +194,7 @@ class ContextWindow:
             after = max(0, before - int((body_before - body_after) / CHARS_PER_TOKEN))
             history = [dict(m) for m in messages[1:]]
             self.emit(Compacted(before, after, summarised, f"{reason} ({', '.join(steps)})", history))
+        return bool(steps)
 
     def _prune(self, messages: list[dict[str, Any]]) -> int:
         assistant_indices = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]

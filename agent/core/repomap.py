@@ -25,8 +25,11 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path, PurePosixPath
 
+from agent.settings.paths import PROJECT_CONFIG
 from tools.search import workspace_files
 from tools.workspace import Workspace
+
+AGENT_DIR = f"{PROJECT_CONFIG.parent.as_posix()}/"  # .agent/: the agent's settings, not the project's code
 
 TEXT_SUFFIXES = {
     ".py", ".md", ".txt", ".toml", ".cfg", ".ini", ".json", ".yaml", ".yml", ".js", ".mjs", ".cjs",
@@ -163,11 +166,13 @@ class SourceFile:
 
 
 def text_files(workspace: Path) -> list[SourceFile]:
-    """The project's files as the model may see them: text only, hidden files left out."""
+    """The project's files as the model may see them: text only, hidden files left out, and the agent's
+    own folder (.agent/: its settings, the project's check among them, which the model must pass, not
+    read; a small model copies a check it was shown into its answer)."""
     found = []
     for path in workspace_files(Workspace(workspace), workspace):
         rel = path.relative_to(workspace).as_posix()
-        if path.suffix.lower() not in TEXT_SUFFIXES or path.name.startswith("."):
+        if path.suffix.lower() not in TEXT_SUFFIXES or path.name.startswith(".") or rel.startswith(AGENT_DIR):
             continue
         try:
             size = path.stat().st_size

@@ -106,12 +106,12 @@ def check_attempts(prep: PreparedTask, count: int) -> None:
             "each attempt is a session of its own, in a worktree that is gone once the run ends",
             f"Resume one attempt's session alone: agent run --resume {prep.resumed.session_id}",
         )
-    if not prep.spec.check:
+    if not prep.check:
         raise ConfigError(
             f"{count} attempts need a check to judge them, and this task has none",
             "the first attempt whose check passes wins; without one, no attempt can win",
             "Add `check: COMMAND` to the task's front matter (the command that says the task is done), "
-            "or run one attempt.",
+            'or `check = "COMMAND"` to the project\'s .agent/config.toml, or run one attempt.',
         )
 
 
@@ -195,17 +195,17 @@ async def _attempt(
     """One attempt: a session in its worktree, worked until its check passes or it stops; `result` is
     filled in as it goes, so that a cancelled attempt still says what it was."""
     number, began = tree.number, time.monotonic()
-    spec, check = prep.spec, prep.spec.check or ""
+    spec, check = prep.spec, prep.check or ""
 
     def tagged(event: Event) -> None:
         event.attempt = number
         emit(event)
 
     try:
-        async with open_session(
-            prep.settings, tree.workdir, prep.profile, tagged, holder=f"agent run, attempt {number}",
-            connection=connection, trust_notice=False, **prep.session_options(),
-        ) as live:  # fmt: skip
+        setup = prep.session_setup(
+            f"agent run, attempt {number}", tree.workdir, connection=connection, trust_notice=False
+        )
+        async with open_session(setup, tagged) as live:
             result.session_id = live.session_id
             agent = live.agent
             overrides = sampling_for(

@@ -12,30 +12,44 @@ own output and answers approvals; it never assembles a session itself.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.core.checks import CheckResult, work_until_checked
 from agent.core.history import repair_history
 from agent.core.llm import ModelClient
-from agent.core.loop import Agent, Approver, Limits
+from agent.core.loop import Agent, Approver, Limits, Outcome
 from agent.core.prompt import system_prompt
-from agent.core.workbench import Workbench, build_agent, mcp_configs, start_mcp
-from agent.events import Event, Notice, SessionFinished, SessionStarted
+from agent.core.workbench import Workbench, build_agent, changes_lines, mcp_configs, start_mcp
+from agent.errors import ConfigError
+from agent.events import Compacted, ErrorEvent, Event, Notice, SessionFinished, SessionStarted
 from agent.protocols.base import ActionsMode
 from agent.server.build import Progress
 from agent.server.lifecycle import StartProgress
 from agent.server.profiles import ServerProfile
 from agent.session.connect import Connection, connect, draft_recovery
-from agent.settings.config import Settings, state_dir
+from agent.settings.config import Settings, load_settings, state_dir, untrusted_check
 from agent.settings.trust import untrusted_notice
 from agent.store.lock import AgentLocks
 from agent.store.recorder import SessionRecorder
 from agent.store.redact import register_run
 from agent.store.transcripts import SessionRecord, new_session_id
 from tools.mcp import MCPServerConfig, MCPServers
+
+
+@dataclass
+class PromptResult:
+    """How one prompt ended: the loop's outcome, the project's check as it last ran (None: none ran), the
+    files changed (lines added and deleted) and the auto-commit's notice ("" when nothing was committed)."""
+
+    outcome: Outcome
+    check: CheckResult | None = None
+    changes: list[dict] = field(default_factory=list)
+    committed: str = ""
 
 
 @dataclass
@@ -52,8 +66,16 @@ class LiveSession:
     mcp: MCPServers
     agent: Agent
     emit: Callable[[Event], None]
+    settings: Settings
     owns_mcp: bool = True  # False: the MCP servers outlive the session (the TUI keeps them)
     finished: bool = False
+    interrupted: bool = False  # the last prompt was cut off (Esc, a client's cancel, the client gone)
+    outcomes: list[Outcome] = field(default_factory=list)
+    _check_noticed: bool = False
+
+    @property
+    def workspace(self) -> Path:
+        return self.workbench.workspace
 
     def finish(self, outcome: str, final: str = "", **summary: Any) -> dict[str, Any]:
         """`session.finished` with the recorder's figures (and `summary`'s additions); the transcript is
@@ -64,6 +86,93 @@ class LiveSession:
         self.finished = True
         return figures
 
+    async def prompt(self, text: str, typed: str | None = None) -> PromptResult:
+        """One prompt of a conversation, the same way in every interactive front end (the TUI, ACP):
+        worked on until the model is done and, when the project declares a check, until it passes or its
+        rounds run out (each failure fed back, as `agent run` does); then what changed, file by file, and
+        the auto-commit. `typed`: the person's own words, when `text` adds to them (an attached file).
+
+        The conversation's first prompt carries the environment note (and, for edit blocks, the files);
+        later ones go as typed, so that the prefix the server cached stays. A cancel (Esc, the client's
+        session/cancel) leaves a whole history the next prompt continues, says "interrupted" and
+        raises CancelledError on."""
+        agent, workbench = self.agent, self.workbench
+        typed = text if typed is None else typed
+        settings = self._prompt_settings()
+        first = len(agent.messages) <= 1  # the system prompt alone: a new (or cleared) conversation
+        message = workbench.task_message(text, agent.actions, agent.context) if first else text
+        workbench.task_start = None  # the changes and the auto-commit take only what this prompt does
+        self.interrupted = False
+        if not settings.check:
+            self._notice_untrusted_check()
+        try:
+            outcome, check = await work_until_checked(
+                agent, message, settings.check, self.workspace, settings.check_rounds, self.emit, typed=typed
+            )
+        except asyncio.CancelledError:
+            self.interrupted = True
+            self.emit(ErrorEvent("interrupted", "interrupted: the model's work stopped here", fatal=False))
+            raise
+        self.outcomes.append(outcome)
+        if check is not None and not check.passed:
+            self.emit(Notice(
+                f"the check `{_one_line(check.command)}` still fails, and this prompt's rounds are over"
+                + ("; the work is not committed" if settings.auto_commit else "")
+            ))  # fmt: skip
+        # What this prompt changed, file by file, so that a large deletion cannot go unseen (as at the
+        # end of `agent run`); `task_start` is this prompt's first checkpoint.
+        changes = workbench.changes()
+        if lines := changes_lines(changes):
+            self.emit(Notice("\n".join(lines)))
+        committed = ""
+        passed = check is None or check.passed
+        if settings.auto_commit and outcome.status == "completed" and passed:
+            committed = workbench.auto_commit(f"agent: {(typed.splitlines() or ['prompt'])[0][:60]}") or ""
+            if committed:
+                self.emit(Notice(committed))
+        return PromptResult(outcome, check, changes, committed)
+
+    def _prompt_settings(self) -> Settings:
+        """The settings a prompt acts on after the model's work (the check, its rounds, the auto-commit),
+        read again at each prompt, in every front end alike. An editor keeps a session open for hours,
+        and the project's .agent/config.toml is where a check is declared: an edit of it, or trusting
+        the folder (/trust), applies from the next prompt on, without reopening the session. What the
+        session was built with (approval mode, permission rules, tools, MCP servers, lint) stays as it
+        was opened: the client may have changed the mode since, and the tools are running. A file that
+        does not read (half edited) leaves the last good settings, and says why."""
+        try:
+            self.settings = load_settings(self.workspace)
+        except ConfigError as exc:
+            self.emit(Notice(f"the settings did not read, so this prompt goes by the last good ones: {exc}"))
+        return self.settings
+
+    def _notice_untrusted_check(self) -> None:
+        """An untrusted folder's declared check does not run (it is a command): said once per session."""
+        if not self._check_noticed and (declared := untrusted_check(self.workspace)):
+            self._check_noticed = True
+            self.emit(Notice(
+                f"this folder's .agent/config.toml declares the check `{_one_line(declared)}`, which does "
+                "not run: the folder is not trusted, and a check is a command. Read the file, then trust the "
+                "folder (`agent trust`, or /trust in the terminal) to have each prompt's work checked."
+            ))  # fmt: skip
+
+    def clear(self) -> None:
+        """Forget the conversation (the system prompt stays): the next prompt starts afresh, as the
+        first. Recorded as a compaction to nothing, so that a resume of this session starts afresh too."""
+        agent = self.agent
+        dropped = len(agent.messages) - 1
+        before = agent.context.estimate(agent.messages) if agent.context else 0
+        del agent.messages[1:]
+        self.workbench.tool_state.clear()  # what the model was shown whole: nothing any more
+        if agent.context:
+            agent.context.known = None
+        self.emit(Compacted(before, 0, dropped, "cleared with /clear", []))
+
+
+def _one_line(command: str, width: int = 100) -> str:
+    lines = command.strip().splitlines() or [""]
+    return lines[0][:width] + (" …" if len(lines) > 1 or len(lines[0]) > width else "")
+
 
 def resumed_history(record: SessionRecord) -> list[dict[str, Any]]:
     """A recorded session's history, safe to resend (tool calls closed, each with a result)."""
@@ -72,52 +181,62 @@ def resumed_history(record: SessionRecord) -> list[dict[str, Any]]:
     return messages
 
 
+@dataclass
+class SessionSetup:
+    """What a session is opened with: `open_session`'s one argument besides where its events go.
+
+    The first four say what and where; then how the agent works; then what it starts from; then what
+    the caller already holds (used, never closed); then how a server started for it reports."""
+
+    settings: Settings
+    workspace: Path
+    profile: ServerProfile
+    holder: str  # who holds the workspace's lock, named to a second agent that is refused
+    # the agent
+    approve: Approver | None = None
+    approval: str | None = None  # None: the settings'
+    limits: Limits | None = None
+    tool_choice: str = "auto"
+    actions: ActionsMode | None = None  # None: the profile's
+    mcp_servers: dict[str, MCPServerConfig] | None = None  # None: the user's and the trusted project's
+    # what it starts from
+    resume: SessionRecord | None = None  # a recorded session to continue
+    history: list[dict[str, Any]] | None = None  # a conversation carried over (a profile switch)
+    task: str = ""  # recorded in session.started
+    options: dict[str, Any] = field(default_factory=dict)  # the task's front matter, for a resume
+    trust_notice: bool = True  # False: the front end says itself that the project files were ignored
+    # the caller's own, when given: used, never closed
+    workbench: Workbench | None = None
+    connection: Connection | None = None
+    locks: AgentLocks | None = None
+    mcp: MCPServers | None = None
+    # a server started for the session
+    start_progress: StartProgress | None = None
+    build_progress: Progress | None = None
+    on_build: Callable[[str], None] | None = None
+    keep_running: bool = False
+
+
 @asynccontextmanager
-async def open_session(
-    settings: Settings,
-    workspace: Path,
-    profile: ServerProfile,
-    emit: Callable[[Event], None],
-    *,
-    holder: str,
-    approve: Approver | None = None,
-    approval: str | None = None,
-    limits: Limits | None = None,
-    tool_choice: str = "auto",
-    actions: ActionsMode | None = None,
-    resume: SessionRecord | None = None,
-    history: list[dict[str, Any]] | None = None,
-    task: str = "",
-    options: dict[str, Any] | None = None,
-    mcp_servers: dict[str, MCPServerConfig] | None = None,
-    trust_notice: bool = True,
-    workbench: Workbench | None = None,
-    connection: Connection | None = None,
-    locks: AgentLocks | None = None,
-    mcp: MCPServers | None = None,
-    start_progress: StartProgress | None = None,
-    build_progress: Progress | None = None,
-    on_build: Callable[[str], None] | None = None,
-    keep_running: bool = False,
-) -> AsyncIterator[LiveSession]:
-    """A live session in `workspace` on `profile`'s server; every event goes to the recorder, then to
-    `emit`. `resume` continues a recorded session; `history` carries a conversation over (a profile
-    switch). `mcp_servers`: the servers' configs (default: the user's, the trusted project's).
-    `connection`, `locks` and `mcp`, when given, are the caller's: used, never closed. `trust_notice`
-    False: the front end says itself that the folder's project files were ignored."""
+async def open_session(setup: SessionSetup, emit: Callable[[Event], None]) -> AsyncIterator[LiveSession]:
+    """A live session in `setup.workspace` on `setup.profile`'s server; every event goes to the
+    recorder, then to `emit`. `resume` continues a recorded session; `history` carries a conversation
+    over (a profile switch). `connection`, `locks` and `mcp`, when given, are the caller's."""
+    settings, workspace, profile = setup.settings, setup.workspace, setup.profile
+    resume, history, connection, mcp = setup.resume, setup.history, setup.connection, setup.mcp
     session_id = resume.session_id if resume else new_session_id()
-    actions = actions or profile.actions
-    configs = mcp_configs(settings, workspace) if mcp_servers is None else mcp_servers
+    actions = setup.actions or profile.actions
+    configs = mcp_configs(settings, workspace) if setup.mcp_servers is None else setup.mcp_servers
     async with AsyncExitStack() as stack:
         # Before a server starts or a file is touched: a second agent here is refused, naming the first.
-        if locks is None:
-            stack.enter_context(AgentLocks(state_dir(), workspace, holder).holding(session_id))
+        if setup.locks is None:
+            stack.enter_context(AgentLocks(state_dir(), workspace, setup.holder).holding(session_id))
         else:
-            locks.acquire(session_id)
+            setup.locks.acquire(session_id)
         if connection is None:
             opening = connect(
-                settings, profile, start_progress=start_progress, build_progress=build_progress,
-                on_build=on_build, keep_running=keep_running,
+                settings, profile, start_progress=setup.start_progress, build_progress=setup.build_progress,
+                on_build=setup.on_build, keep_running=setup.keep_running,
             )  # fmt: skip
             connection = stack.enter_context(opening)
         register_run(connection.endpoint.api_key, configs)  # before the first event is written
@@ -133,16 +252,17 @@ async def open_session(
 
         attached = (profile.base_url or "") if profile.name == "attach" else ""
         started_event = SessionStarted(
-            session_id, profile.name, model, str(workspace), task[:500], bool(resume), options or {}, attached
-        )
+            session_id, profile.name, model, str(workspace), setup.task[:500], bool(resume), setup.options,
+            attached,
+        )  # fmt: skip
         emit_recorded(started_event)
         for note in connection.notes:
             emit_recorded(Notice(note))
         if draft_off := connection.draft_off_event():
             emit_recorded(draft_off)
-        if trust_notice and (ignored := untrusted_notice(workspace)):
+        if setup.trust_notice and (ignored := untrusted_notice(workspace)):
             emit_recorded(Notice(ignored))
-        workbench = workbench or Workbench(workspace)
+        workbench = setup.workbench or Workbench(workspace)
         live: LiveSession | None = None
         if mcp is None:
             mcp = await start_mcp(configs, emit_recorded, state_dir() / "logs")
@@ -159,14 +279,14 @@ async def open_session(
         if resume is not None:
             history = resumed_history(resume)
         agent = await build_agent(
-            settings, workbench, client, emit_recorded, approve=approve, approval=approval, limits=limits,
-            tool_choice=tool_choice, extra_tools=mcp.tools, actions=actions,
+            settings, workbench, client, emit_recorded, approve=setup.approve, approval=setup.approval,
+            limits=setup.limits, tool_choice=setup.tool_choice, extra_tools=mcp.tools, actions=actions,
             # the system prompt of now before a resumed history: the prefix the server caches
             history=[{"role": "system", "content": system_prompt(workspace, actions)}, *history] if history else None,
         )  # fmt: skip
         agent.recover = draft_recovery(connection, emit_recorded)  # a draft failing: on without it
         live = LiveSession(
             session_id, profile, model, connection, client, recorder, workbench, mcp, agent, emit_recorded,
-            owns_mcp=owns_mcp,
+            settings, owns_mcp=owns_mcp,
         )  # fmt: skip
         yield live

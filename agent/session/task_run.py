@@ -26,12 +26,11 @@ from agent.errors import ConfigError
 from agent.events import ErrorEvent, Event, Notice
 from agent.server.profiles import ServerProfile
 from agent.session.connect import resolve_profile
-from agent.session.live import LiveSession, open_session
+from agent.session.live import LiveSession, SessionSetup, open_session
 from agent.session.taskfile import Task, TaskSpec, check_command_exists, load_task
 from agent.settings.config import Settings, load_settings, state_dir
 from agent.store.transcripts import SessionRecord, load_session
 
-DEFAULT_CHECK_ROUNDS = 3
 # What `--resume` without a task file says when the session ended on the model's answer.
 RESUME_PROMPT = "Carry on with the task from where you stopped. If it is done, say so in one line."
 EXIT = {
@@ -84,18 +83,21 @@ class PreparedTask:
     limits: Limits
     rounds: int  # check rounds
     tool_choice: str
+    check: str | None  # the task file's, else the project's (.agent/config.toml, in a trusted folder)
 
     @property
     def started(self) -> dict[str, Any]:
         return self.resumed.latest_started if self.resumed else {}
 
-    def session_options(self) -> dict[str, Any]:
-        """open_session's keywords for a session on this task."""
-        return dict(
-            approval=self.approval, limits=self.limits, tool_choice=self.tool_choice, actions=self.actions,
+    def session_setup(self, holder: str, workdir: Path | None = None, **more: Any) -> SessionSetup:
+        """What a session on this task opens with (in `workdir`, default the task's); `more`: the
+        caller's own (a connection, progress reports)."""
+        return SessionSetup(
+            self.settings, workdir or self.workdir, self.profile, holder, approval=self.approval,
+            limits=self.limits, tool_choice=self.tool_choice, actions=self.actions,
             task=self.task.body if self.task else "",
             options=self.spec.model_dump(exclude_none=True, exclude_defaults=True),
-            mcp_servers=mcp_configs(self.settings, self.workdir, self.spec.mcp),
+            mcp_servers=mcp_configs(self.settings, self.workdir, self.spec.mcp), resume=self.resumed, **more,
         )  # fmt: skip
 
     def first_message(self, live: LiveSession) -> str | None:
@@ -142,8 +144,9 @@ def prepare_task(
             say(f"created the workdir {workdir}")
     if workdir.resolve() != Path.cwd().resolve():  # the project config is the workspace's, not here's
         settings = load_settings(workdir)
-    if spec.check:
-        check_command_exists(spec.check, workdir)
+    check = spec.check or settings.check
+    if check:
+        check_command_exists(check, workdir)
     if spec.lint:
         settings = settings.model_copy(update={"lint_command": spec.lint})
     # A session attached with --base-url (or AGENT_BASE_URL) reconnects to that URL on --resume: its
@@ -160,16 +163,17 @@ def prepare_task(
     limits = Limits(
         max_turns=request.max_turns or spec.max_turns or settings.max_turns, max_seconds=spec.time_limit
     )
-    rounds = request.check_rounds if request.check_rounds is not None else spec.check_rounds
+    rounds = next(
+        r for r in (request.check_rounds, spec.check_rounds, settings.check_rounds) if r is not None
+    )
     return PreparedTask(
         task, spec, resumed, workdir, settings, profile, request.actions or spec.actions or profile.actions,
-        approval, limits, DEFAULT_CHECK_ROUNDS if rounds is None else rounds,
-        request.tool_choice or spec.tool_choice or "auto",
+        approval, limits, rounds, request.tool_choice or spec.tool_choice or "auto", check,
     )  # fmt: skip
 
 
 def start_messages(profile: ServerProfile, say: Callable[[str], None] | None):
-    """open_session's progress keywords that print the server's readiness and builds through `say`."""
+    """SessionSetup's (and connect's) progress keywords: the server's readiness and builds, to `say`."""
     if say is None:
         return {}
 
@@ -190,18 +194,16 @@ async def run_task(
     no events (the workdir made, a doubtful approval mode, the server ready, a build starting)."""
     prep = prepare_task(request, settings, say)
     spec, workdir = prep.spec, prep.workdir
-    async with open_session(
-        prep.settings, workdir, prep.profile, emit, holder="agent run", resume=prep.resumed,
-        **prep.session_options(), **start_messages(prep.profile, say),
-    ) as live:  # fmt: skip
+    setup = prep.session_setup("agent run", **start_messages(prep.profile, say))
+    async with open_session(setup, emit) as live:
         agent = live.agent
         agent.request_overrides = spec.sampling.model_dump(exclude_none=True)
         work = work_until_checked(
-            agent, prep.first_message(live), spec.check, workdir, prep.rounds, live.emit
+            agent, prep.first_message(live), prep.check, workdir, prep.rounds, live.emit
         )
         outcome, check, interrupted = await _attempt(agent, work, spec.time_limit, live.emit)
-        if spec.check and outcome is not None and outcome.status == "limit" and check is None:
-            check, outcome = await last_check(outcome, spec.check, workdir, live.emit)  # the time limit
+        if prep.check and outcome is not None and outcome.status == "limit" and check is None:
+            check, outcome = await last_check(outcome, prep.check, workdir, live.emit)  # the time limit
         say_server_fate(live, outcome)
         status, code = result_status(outcome, check, interrupted)
         auto_commit = prep.settings.auto_commit if request.auto_commit is None else request.auto_commit

@@ -71,6 +71,14 @@ class Settings(BaseModel):
         default_factory=list, description="Folders outside the workspace that file tools may also use."
     )
     auto_commit: bool = Field(False, description="Commit the agent's changes after each task in a git repo.")
+    check: str | None = Field(
+        None, description="The project's check, a shell command run in the workspace when the model says a "
+        "prompt's work is done (`agent run`: when the task file names none); a failure's output goes back to "
+        "the model. Set in the project's .agent/config.toml, it runs only once the folder is trusted.",
+    )  # fmt: skip
+    check_rounds: int = Field(
+        3, ge=0, description="How many times a failing check's output is fed back to the model per prompt."
+    )
     lint: bool = Field(
         True, description="Check each file the model edits at once (syntax, undefined names) and tell it "
         "the new problems with that edit's result.",
@@ -153,6 +161,19 @@ def _merge(merged: dict[str, Any], data: dict[str, Any]) -> None:
             merged[key] = joined
         else:
             merged[key] = value
+
+
+def untrusted_check(workspace: Path) -> str | None:
+    """The check an untrusted folder's .agent/config.toml declares (which does not run, being a command),
+    so that front ends can say so; None when the folder is trusted or declares none."""
+    path = workspace / PROJECT_CONFIG
+    if not path.is_file() or is_trusted(workspace):
+        return None
+    try:
+        check = _read_toml(path).get("check")
+    except ConfigError:
+        return None
+    return check if isinstance(check, str) and check.strip() else None
 
 
 def load_settings(workspace: Path | None = None, overrides: dict[str, Any] | None = None) -> Settings:

@@ -100,6 +100,15 @@ def test_a_small_repository_is_shown_whole_as_before(tmp_path):
     assert view.whole == ["a.py", "b.md"] and "a.py\n```\ndef a():" in view.text
 
 
+def test_the_agents_own_folder_is_not_shown_its_check_is_to_pass_not_to_read(tmp_path):
+    root = git_repo(tmp_path / "small")
+    (root / "a.py").write_text("def a():\n    return 1\n")
+    (root / ".agent").mkdir()
+    (root / ".agent" / "config.toml").write_text("check = \"python3 -c 'assert a() == 2'\"\n")
+    view = repository_view(root, "change a", 10_000, fence_for)
+    assert view.whole == ["a.py"] and "assert a() == 2" not in view.text
+
+
 def test_outlines_come_from_tree_sitter_for_each_language_even_with_a_syntax_error():
     assert [
         d.signature for d in outline("m.py", "class C(B):\n    def m(self, x):\n        pass\ndef f(:\n")

@@ -181,6 +181,32 @@ def test_a_users_template_renders_paths_and_contents_and_gets_an_agents_md(tmp_p
     assert "test -f my_thing/info.txt" in agents and "my_thing/info.txt" in agents and "raw.txt" in agents
 
 
+@pytest.mark.slow
+def test_the_project_declares_its_check_for_later_sessions_and_a_folder_made_here_is_trusted(
+    tmp_path, git_identity
+):
+    from agent.settings.config import load_settings
+    from agent.settings.trust import is_trusted
+
+    result = agent(
+        "new", "demo", "--template", "empty", "--check", "test -s README.md", "--no-agent", cwd=tmp_path
+    )
+    project = tmp_path / "demo"
+    assert result.returncode == 0, result.stderr
+    assert ".agent/config.toml" in git(project, "ls-files").split()  # in the skeleton's commit
+    assert 'check = "test -s README.md"' in (project / ".agent" / "config.toml").read_text()
+    assert is_trusted(project) and f"trusted {project}" in result.stderr
+    assert load_settings(project).check == "test -s README.md"  # what `agent` and editors then run
+
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine\n")
+    result = agent("new", "busy", "--template", "empty", "--no-agent", "--force", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert not is_trusted(busy) and f"agent trust {busy}" in result.stderr  # files of before: the user judges
+    assert load_settings(busy).check is None
+
+
 # --------------------------------------------------------------------------------------- bad input
 
 

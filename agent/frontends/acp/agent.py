@@ -6,11 +6,20 @@ Like every front end it opens its sessions through `open_session` (agent/session
 session's events into ACP updates (views.py) and answers approvals by asking the client
 (`session/request_permission`). It assembles nothing itself.
 
+A prompt goes the one way every front end sends it (`LiveSession.prompt`: the task message, the
+project's check loop, the changes, the auto-commit); a prompt that starts with one of the slash commands
+editors get (agent/session/slash_commands.py) runs that command instead. The commands are advertised in
+an `available_commands_update` sent once the session/new (or session/load) response has been written:
+Zed drops session updates that come before that response (zed#60199), and then refuses every command.
+The SDK's stream observers (`observers=` of `acp.run_agent`) are told of each message after it is
+written; `observe` watches for those responses.
+
 One process serves many sessions. The server connection of a profile is opened once (in a thread, so
 that the protocol keeps flowing while llama-server loads) and shared by the sessions on it; it is
-stopped when the client goes. A workspace has one live session per process: opening another there
-ends the previous one (its transcript is finished; `session/load` brings it back), because the
-workspace lock refuses a second agent in the same folder.
+stopped when the client goes, or when /profile moves the last session on it to another server. A
+workspace has one live session per process: opening another there ends the previous one (its
+transcript is finished; `session/load` brings it back), because the workspace lock refuses a second
+agent in the same folder.
 """
 
 from __future__ import annotations
@@ -25,8 +34,12 @@ from typing import Any
 
 import acp
 from acp import RequestError
+from acp.connection import StreamDirection, StreamEvent
+from acp.helpers import update_available_commands  # (in acp.helpers' __all__, not re-exported by `acp`)
 from acp.schema import (
     AgentCapabilities,
+    AvailableCommand,
+    AvailableCommandInput,
     CurrentModeUpdate,
     Implementation,
     InitializeResponse,
@@ -40,13 +53,14 @@ from acp.schema import (
     SessionModeState,
     SetSessionModeResponse,
     ToolCallUpdate,
+    UnstructuredCommandInput,
 )
 
 from agent import __version__
 from agent.core.llm import LLMError
 from agent.core.loop import Limits, Outcome
 from agent.core.workbench import mcp_configs
-from agent.errors import AgentError
+from agent.errors import AgentError, ConfigError
 from agent.events import (
     ApprovalAnswer,
     ApprovalRequested,
@@ -58,9 +72,11 @@ from agent.events import (
 from agent.frontends.acp.session import AcpSession, client_servers, prompt_text
 from agent.frontends.acp.views import replayed, updates
 from agent.server.diagnose import log_tail
-from agent.server.profiles import ServerProfile
+from agent.server.profiles import ServerProfile, get_profile
+from agent.session import slash_commands
 from agent.session.connect import Connection, connect, resolve_profile
-from agent.session.live import open_session
+from agent.session.live import SessionSetup, open_session
+from agent.session.slash_commands import EDITOR_COMMANDS, SlashCommand
 from agent.settings.config import Settings, load_settings, state_dir
 from agent.store.transcripts import load_session
 from tools.permissions import MODES
@@ -74,6 +90,8 @@ MODE_NAMES = {
 # How a prompt ended (the loop's outcome) as ACP's stop reason. The rest (a model that kept repeating
 # itself, a server that died) is the agent refusing to go on: "refusal", with the reason in the answer.
 STOP = {"completed": "end_turn", "limit": "max_turn_requests", "cancelled": "cancelled"}
+# The requests whose response opens a session: once it is written, the session's commands follow.
+OPENING_METHODS = ("session/new", "session/load")
 
 
 def log(line: str) -> None:
@@ -88,13 +106,17 @@ class SpecAgent:
         self.conn: Any = None
         self.sessions: dict[str, AcpSession] = {}
         self.connections: dict[str, Connection] = {}
-        self.servers = ExitStack()  # the connections this process opened, closed when the client goes
+        # The connections this process opened, each in a stack of its own (closed when /profile leaves it
+        # unused) inside `servers`, which closes them all when the client goes, a start cut short too.
+        self.servers = ExitStack()
+        self.server_stacks: dict[str, ExitStack] = {}
         # Starts run here, not in asyncio's pool: a client that goes mid-start cancels the request, not
         # the thread, and the shutdown must wait for the thread before it closes what it opened.
         self.starter = ThreadPoolExecutor(max_workers=2, thread_name_prefix="agent-acp-start")
         self.starting: dict[str, asyncio.Future] = {}
         self.closing = False
         self.background: set[asyncio.Task] = set()  # progress notifications on their way
+        self.opening: dict[Any, str | None] = {}  # session/new and /load requests: their session's id
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -134,7 +156,31 @@ class SpecAgent:
         await self._flush(session)
         return LoadSessionResponse(modes=self._modes(session))
 
-    async def _open(self, cwd: Path, client_mcp: list, resume) -> AcpSession:
+    # ------------------------------------------------------------------ the commands, after the response
+    def observe(self, event: StreamEvent) -> None:
+        """The SDK's stream observer, told of each message once it is read or written. A session/new or
+        session/load request is noted; once its (successful) response has been written, the session's
+        commands go out, first in its queue of updates."""
+        message = event.message
+        if "id" not in message:
+            return
+        if event.direction is StreamDirection.INCOMING:
+            if message.get("method") in OPENING_METHODS:
+                self.opening[message["id"]] = (message.get("params") or {}).get("sessionId")
+        elif "method" not in message and message["id"] in self.opening:  # our response to one of them
+            session_id = self.opening.pop(message["id"]) or (message.get("result") or {}).get("sessionId")
+            session = self.sessions.get(session_id) if "result" in message else None
+            if session is not None and not session.closed:
+                self._put(session, update_available_commands(editor_commands()))
+
+    async def _open(
+        self,
+        cwd: Path,
+        client_mcp: list,
+        resume,
+        profile_name: str | None = None,
+        approval: str | None = None,
+    ) -> AcpSession:
         if not cwd.is_absolute() or not cwd.is_dir():
             raise RequestError.invalid_params(
                 {"cwd": str(cwd), "message": "cwd must be an existing absolute folder"}
@@ -148,26 +194,29 @@ class SpecAgent:
         try:
             settings = load_settings(workspace)
             started = resume.latest_started if resume else {}
-            profile = resolve_profile(
-                settings, self.profile_name or started.get("profile"),
-                self.base_url or (None if self.profile_name else started.get("base_url") or None),
-                workspace, say=log,
-            )  # fmt: skip
+            # A profile named now (/profile) wins; else `agent acp`'s own; else a resumed session's.
+            named = profile_name or self.profile_name
+            url = (
+                None
+                if profile_name
+                else self.base_url or (None if named else started.get("base_url") or None)
+            )
+            profile = resolve_profile(settings, named or started.get("profile"), url, workspace, say=log)
             configs = mcp_configs(settings, workspace)
             configs.update(client_servers(client_mcp, taken=set(configs)))
             connection = await self._connection(settings, profile)
+            setup = SessionSetup(
+                settings, workspace, profile, "agent acp", approve=lambda asked: self._approve(holder[0], asked),
+                approval=approval or settings.approval, limits=Limits(max_turns=settings.max_turns),
+                resume=resume, mcp_servers=configs, connection=connection,
+            )  # fmt: skip
             stack = AsyncExitStack()
             live = await stack.enter_async_context(
-                open_session(
-                    settings, workspace, profile, lambda event: self._on_event(holder, early, event),
-                    holder="agent acp", approve=lambda request: self._approve(holder[0], request),
-                    approval=settings.approval, limits=Limits(max_turns=settings.max_turns), resume=resume,
-                    mcp_servers=configs, connection=connection,
-                ),
-            )  # fmt: skip
+                open_session(setup, lambda event: self._on_event(holder, early, event))
+            )
         except (AgentError, LLMError) as exc:  # a folder another agent holds, a bad config, a dead server
             raise RequestError(-32000, _first_line(exc), {"message": str(exc)}) from exc
-        session = AcpSession(live, workspace, stack, asyncio.Queue(), held=early)
+        session = AcpSession(live, workspace, stack, asyncio.Queue(), held=early, client_mcp=client_mcp)
         holder.append(session)
         session.sender = asyncio.create_task(self._send_loop(session))
         self.sessions[session.session_id] = session
@@ -198,9 +247,10 @@ class SpecAgent:
 
         future: asyncio.Future = loop.create_future()
         self.starting[key] = future
+        stack = self.servers.enter_context(ExitStack())  # (before the thread enters the connection in it)
         try:
             opening = connect(settings, profile, start_progress=progress)
-            started = self.starter.submit(self.servers.enter_context, opening)
+            started = self.starter.submit(stack.enter_context, opening)
             connection = await asyncio.wrap_future(started)
         except BaseException as exc:
             future.set_exception(exc)
@@ -214,9 +264,18 @@ class SpecAgent:
             raise
         finally:
             self.starting.pop(key, None)
-        self.connections[key] = connection
+        self.connections[key], self.server_stacks[key] = connection, stack
         future.set_result(connection)
         return connection
+
+    async def _release(self, connection: Connection) -> None:
+        """Stop a server no session uses any more (one this process started; an attached one is left)."""
+        if any(s.live.connection is connection for s in self.sessions.values()):
+            return
+        for key, known in list(self.connections.items()):
+            if known is connection:
+                del self.connections[key]
+                await asyncio.to_thread(self.server_stacks.pop(key).close)
 
     def _progress(self, profile: str, elapsed: float, phase: str, last: str) -> None:
         """A server that takes time to load says so: an extension notification (ACP has no standard one
@@ -271,7 +330,9 @@ class SpecAgent:
             )
         typed, content = prompt_text(prompt)
         self._release_held(session)
-        session.work = asyncio.create_task(self._ask(session, content, typed))
+        command = slash_commands.editor_command(typed)
+        work = self._command(session, *command) if command else self._ask(session, content, typed)
+        session.work = asyncio.create_task(work)
         try:
             outcome = await session.work
         except asyncio.CancelledError:
@@ -280,6 +341,9 @@ class SpecAgent:
             outcome = Outcome("cancelled", "", 0)
         finally:
             session.work = None
+        session = self.sessions.get(session_id, session)  # after /profile: the session reopened
+        if session.closed:
+            return PromptResponse(stop_reason=STOP.get(outcome.status, "refusal"))
         for call_id in list(session.calls):  # started, never finished: the client must not show them running
             session.calls.pop(call_id)
             self._put(session, acp.update_tool_call(
@@ -295,26 +359,77 @@ class SpecAgent:
         return PromptResponse(stop_reason=stop)
 
     async def _ask(self, session: AcpSession, content: str, typed: str) -> Outcome:
-        """One prompt worked on until the model is done, as the TUI's: the first prompt carries the
-        environment note (and, for edit blocks, the files); later ones go as typed, so the prefix stays
-        cached. A cancel leaves a whole history (every started call gets a result) and says so."""
-        live, agent = session.live, session.live.agent
-        first = session.prompts == 0 and len(agent.messages) <= 1
-        session.prompts += 1
-        message = live.workbench.task_message(content, agent.actions, agent.context) if first else content
-        live.workbench.task_start = None  # auto-commit takes only what this prompt changes
-        session.interrupted = False
+        """One prompt, the way every front end sends one (LiveSession.prompt): the task message on the
+        first, the project's check loop (each round a tool call with its output, views.py), the changes
+        and the auto-commit. A cancel leaves a whole history (every started call gets a result)."""
+        return (await session.live.prompt(content, typed)).outcome
+
+    async def _command(self, session: AcpSession, command: SlashCommand, argument: str) -> Outcome:
+        """A slash command typed in the editor: it runs as the TUI's does (agent/session/slash_commands.py),
+        and what it says is the agent's answer."""
+        live = session.live
         try:
-            outcome = await agent.run(message, typed=typed)
-        except asyncio.CancelledError:
-            session.interrupted = True
-            live.emit(ErrorEvent("interrupted", "interrupted: the model's work stopped here", fatal=False))
-            raise
-        if load_settings(session.workspace).auto_commit and outcome.status == "completed":
-            note = live.workbench.auto_commit(f"agent: {typed.splitlines()[0][:60] if typed else 'prompt'}")
-            if note:
-                live.emit(Notice(note))
-        return outcome
+            if command.name == "profile":
+                said = (
+                    await self._switch_profile(session, argument)
+                    if argument
+                    else slash_commands.profiles_line(live.profile.name, session.workspace)
+                )
+            elif command.name == "compact":
+                _, said = await slash_commands.compact(live.agent)
+            elif command.name == "undo":
+                said = _fenced(await asyncio.to_thread(slash_commands.undo, live.workbench))
+            elif command.name == "diff":
+                diff = await asyncio.to_thread(slash_commands.diff, live.workbench)
+                said = _fenced(diff, "diff") if diff.strip() else slash_commands.NO_DIFF
+            elif command.name == "stats":
+                said = _fenced("\n".join(slash_commands.stats_lines(live.session_id, live.recorder.stats)))
+            elif command.name == "clear":
+                live.clear()
+                said = "Cleared the conversation: the next prompt starts afresh, on the same server."
+            elif command.name == "mcp":
+                said = _fenced("\n".join(slash_commands.mcp_lines(live.mcp)))
+            else:  # (a command marked for editors that this agent does not run: a mistake of ours)
+                said = f"/{command.name} does not run in editors"
+        except AgentError as exc:
+            said = str(exc)
+        target = self.sessions.get(session.session_id, session)
+        self._put(target, acp.update_agent_message_text(said + "\n"))
+        return Outcome("completed", said, 0)
+
+    async def _switch_profile(self, session: AcpSession, name: str) -> str:
+        """/profile NAME: the other server is started first (this session goes on if it fails), then this
+        session continues on it as a resume of its own transcript (same id, history carried), and the
+        server it left is stopped when no session uses it and this process started it."""
+        live = session.live
+        try:
+            profile = get_profile(name, session.workspace)  # an unknown name raises, with the list
+        except ConfigError as exc:
+            return str(exc)
+        if profile.name == live.profile.name:
+            return f"The profile {profile.name} is in use already."
+        try:
+            await self._connection(load_settings(session.workspace), profile)
+        except RequestError as exc:  # it did not start: this session goes on where it was
+            return f"{profile.name} did not start, so this session stays on {live.profile.name}: {exc}"
+        left, mode = live.connection, live.agent.permissions.mode
+        session.work = None  # (this very task: the close must not wait for it)
+        await self._flush(session)  # what this session said so far, before its sender stops
+        await self._close(session)
+        self.sessions.pop(session.session_id, None)
+        record = load_session(state_dir(), session.session_id)
+        try:
+            reopened = await self._open(
+                session.workspace, session.client_mcp, resume=record, profile_name=profile.name, approval=mode
+            )
+        except RequestError as exc:
+            return f"The session could not go on with {profile.name}: {exc}. session/load brings it back."
+        self._release_held(reopened)
+        await self._release(left)
+        return (
+            f"Switched to the profile {profile.name} ({reopened.live.model}); the conversation carries over. "
+            f"The server of {live.profile.name} was stopped if this session had started it."
+        )
 
     async def cancel(self, session_id: str, **_: Any) -> None:
         session = self.sessions.get(session_id)
@@ -406,7 +521,7 @@ class SpecAgent:
         if session.closed:
             return
         session.closed = True
-        outcome = "interrupted" if session.interrupted or session.work else "completed"
+        outcome = "interrupted" if session.live.interrupted or session.work else "completed"
         if session.work is not None:
             session.work.cancel()
             await asyncio.gather(session.work, return_exceptions=True)
@@ -425,7 +540,24 @@ class SpecAgent:
         self.sessions.clear()
         await asyncio.to_thread(self.starter.shutdown, wait=True)  # a start under way fails at its next check
         await asyncio.to_thread(self.servers.close)
+        self.connections.clear()
+        self.server_stacks.clear()
 
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
+def _fenced(text: str, language: str = "") -> str:
+    fence = "````" if "```" in text else "```"
+    return f"{fence}{language}\n{text.rstrip()}\n{fence}"
+
+
+def editor_commands() -> list[AvailableCommand]:
+    """The slash commands editors get, as ACP names them: each with its description, and an input hint
+    where it takes an argument."""
+    hint = lambda c: AvailableCommandInput(UnstructuredCommandInput(hint=c.hint or c.argument))  # noqa: E731
+    return [
+        AvailableCommand(name=c.name, description=c.description, input=hint(c) if c.argument else None)
+        for c in EDITOR_COMMANDS
+    ]

@@ -45,8 +45,9 @@ class AcpSession:
     work: asyncio.Task | None = None  # the running prompt
     calls: dict[str, CallView] = field(default_factory=dict)
     held: list[str] = field(default_factory=list)  # notices from before the client knew the session
-    prompts: int = 0
-    interrupted: bool = False  # the last prompt was cut off (a cancel, the client gone)
+    client_mcp: list = field(default_factory=list)  # the client's MCP servers, for a reopening (/profile)
+    check_call: str = ""  # the tool call showing the check that runs now
+    check_rounds_left: int = 0  # how many more failures of that check go back to the model
     closed: bool = False
 
     @property

@@ -6,12 +6,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import acp
 from acp.schema import ToolCallLocation, UsageUpdate
 
 from agent.events import (
     AssistantMessage,
+    CheckFinished,
+    CheckStarted,
+    Compacted,
     DraftOff,
     ErrorEvent,
     Event,
@@ -109,12 +113,59 @@ def updates(session: AcpSession, event: Event, figures_line: bool) -> Iterator[A
         if figures_line and (line := event.stats.summary()):
             # For clients that show text only: the TUI's dim line, in italics.
             yield acp.update_agent_message_text(f"\n\n*turn {event.turn} · {line}*\n\n")
+    elif isinstance(event, CheckStarted | CheckFinished):
+        yield from _check(session, event)
+    elif isinstance(event, Compacted) and event.history:  # (an empty one is /clear, which says so itself)
+        said = f"compacted: {event.tokens_before} → {event.tokens_after} tokens ({event.reason})"
+        yield acp.update_agent_thought_text(f"\n{said}\n")
     elif isinstance(event, Notice | DraftOff):
         yield acp.update_agent_thought_text(f"\n{event.message}\n")
     elif isinstance(event, ErrorEvent) and event.error != "interrupted":
         yield acp.update_agent_thought_text(f"\n[{event.error}] {event.message}\n")
     elif isinstance(event, AssistantMessage | UserMessage):
         return
+
+
+def check_title(command: str, round_number: int) -> str:
+    lines = command.strip().splitlines() or [""]
+    shown = lines[0][:100] + (" …" if len(lines) > 1 or len(lines[0]) > 100 else "")
+    return f"Check `{shown}` (round {round_number})"
+
+
+def _check(session: AcpSession, event: CheckStarted | CheckFinished) -> Iterator[Any]:
+    """Each round of the project's check is a tool call of its own: running, then its verdict with the
+    output, which the model gets back while rounds are left."""
+    if isinstance(event, CheckStarted):
+        call_id = session.check_call = f"check-{uuid4().hex[:12]}"
+        session.check_rounds_left = event.rounds_left
+        title = check_title(event.command, event.round)
+        session.calls[call_id] = CallView("execute", title, [])
+        yield acp.start_tool_call(
+            call_id, title, kind="execute", status="in_progress",
+            raw_input={"command": event.command, "round": event.round, "rounds_left": event.rounds_left},
+        )  # fmt: skip
+        return
+    call_id, session.check_call = session.check_call or f"check-{uuid4().hex[:12]}", ""
+    if session.calls.pop(call_id, None) is None:  # (no start seen: the round shows whole)
+        yield acp.start_tool_call(call_id, check_title(event.command, event.round), kind="execute")
+    yield acp.update_tool_call(
+        call_id, status="completed" if event.passed else "failed",
+        content=[acp.tool_content(acp.text_block(_check_text(event.to_json(), session.check_rounds_left)))],
+        raw_output={"passed": event.passed, "exit_code": event.exit_code, "seconds": round(event.seconds, 2)},
+    )  # fmt: skip
+
+
+def _check_text(event: dict[str, Any], rounds_left: int | None) -> str:
+    output = event["output"].strip() or "(no output)"
+    output = output if len(output) <= 8000 else "…\n" + output[-8000:]
+    if event["passed"]:
+        verdict = f"Passed in {event['seconds']:.1f} s."
+    else:
+        code = event["exit_code"]
+        verdict = "Timed out." if code is None else f"Failed (exit code {code})."
+        if rounds_left is not None:
+            verdict += " Its output goes back to the model." if rounds_left else " No rounds are left."
+    return f"{verdict}\n```\n{output}\n```"
 
 
 def _usage(session: AcpSession, stats: TurnStats) -> UsageUpdate:
@@ -161,3 +212,9 @@ def replayed(session: AcpSession, event: dict[str, Any]) -> Iterator[Any]:
         output = acp.tool_content(acp.text_block(event.get("output", "")[:8000]))
         status = "completed" if event.get("ok") else "failed"
         yield acp.update_tool_call(event["call_id"], status=status, content=[output])
+    elif kind == "check.result":
+        yield acp.start_tool_call(
+            f"check-{uuid4().hex[:12]}", check_title(event["command"], event["round"]), kind="execute",
+            status="completed" if event["passed"] else "failed",
+            content=[acp.tool_content(acp.text_block(_check_text(event, None)))],
+        )  # fmt: skip

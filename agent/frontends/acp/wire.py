@@ -68,7 +68,9 @@ async def serve(agent: SpecAgent) -> bool:
     wire = StrictNdjson(reader, MessageSender(writer, supervisor))
     # Clients end an agent with SIGTERM shortly after closing its stdin (acpx after 100 ms, the SDK's
     # client after 2 s): it ends the session as a closed stdin does, servers stopped and transcripts whole.
-    serving = asyncio.ensure_future(acp.run_agent(agent, wire))
+    # The observer is told of each message once written: the agent's commands follow the response that
+    # opened their session (agent.py).
+    serving = asyncio.ensure_future(acp.run_agent(agent, wire, observers=[agent.observe]))
     terminated = False
 
     def on_sigterm() -> None:

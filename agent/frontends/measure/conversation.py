@@ -12,7 +12,7 @@ from agent.core.llm import Endpoint
 from agent.core.loop import Agent, Limits
 from agent.events import Event, TurnStarted
 from agent.session.connect import Connection
-from agent.session.live import open_session
+from agent.session.live import SessionSetup, open_session
 from agent.store.telemetry import TurnStats
 
 
@@ -160,11 +160,12 @@ async def run_conversation(
     tasks: list[tuple[float, list[float], float, list[TurnStats]]] = []
     costs: list[RequestCost] = []
     with tempfile.TemporaryDirectory(prefix="agent-bench-") as scratch:
-        async with open_session(
-            settings, Path(scratch), connection.profile, marks, holder="agent bench --conversation",
-            approval="full-auto", limits=Limits(max_turns=max_turns), tool_choice=tool_choice,
-            actions=actions, task="agent bench --conversation", mcp_servers={}, connection=connection,
-        ) as live:  # fmt: skip
+        setup = SessionSetup(
+            settings, Path(scratch), connection.profile, "agent bench --conversation", approval="full-auto",
+            limits=Limits(max_turns=max_turns), tool_choice=tool_choice, actions=actions,
+            task="agent bench --conversation", mcp_servers={}, connection=connection,
+        )  # fmt: skip
+        async with open_session(setup, marks) as live:
             agent, recorder = live.agent, live.recorder
             for prompt in prompts.values():
                 began, before = time.monotonic(), len(recorder.stats)

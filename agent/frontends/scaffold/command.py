@@ -18,13 +18,21 @@ from agent.errors import AgentError, ConfigError
 from agent.events import CheckFinished, Event
 from agent.frontends.console import show_error
 from agent.frontends.scaffold.git import commit_agent_work, commit_skeleton, commit_subject, require_git
-from agent.frontends.scaffold.render import Skeleton, derive_package_name, package_name_note, render
+from agent.frontends.scaffold.render import (
+    PROJECT_CONFIG_PATH,
+    Skeleton,
+    declare_check,
+    derive_package_name,
+    package_name_note,
+    render,
+)
 from agent.frontends.scaffold.report import Output, Report, RunObserver
-from agent.frontends.scaffold.skeleton import check_folder, write_skeleton
+from agent.frontends.scaffold.skeleton import check_folder, folder_entries, write_skeleton
 from agent.frontends.scaffold.task import guarded_check, task_body, write_task_file
 from agent.frontends.scaffold.templates import DEFAULT_TEMPLATE, Template, list_templates, load_template
 from agent.session.taskfile import check_command_exists
 from agent.settings.config import Settings
+from agent.settings.trust import is_trusted, trust
 from agent.store.redact import redact
 
 
@@ -64,6 +72,7 @@ def plan_project(args: argparse.Namespace, settings: Settings) -> Plan:
     skeleton = render(template, values)
     if args.check:
         skeleton.check = args.check
+    declare_check(skeleton)
     notes = []
     if "package_name" in skeleton.placeholders and (note := package_name_note(project_name, package_name)):
         notes.append(note)
@@ -100,6 +109,7 @@ def _new(args: argparse.Namespace, settings: Settings) -> int:
         out.say(note)
     folder, skeleton = plan.folder, plan.skeleton
 
+    fresh = not folder_entries(folder)  # nothing of anyone else's in it: the folder is ours to trust
     written = write_skeleton(skeleton, folder)
     for path in written.kept:
         out.say(f"kept {path}: it was already there, so the template's {path} was not written")
@@ -112,6 +122,7 @@ def _new(args: argparse.Namespace, settings: Settings) -> int:
         f"created {folder}: {len(written.files)} files from the template {plan.template.name}, commit {sha[:10]}"
     )
     report = Report(folder, plan.template.name, written, sha)
+    out.say(trust_new_project(folder, fresh, PROJECT_CONFIG_PATH in written.files))
 
     if args.no_agent:
         result = asyncio.run(run_check(skeleton.check, folder))
@@ -144,6 +155,22 @@ def _new(args: argparse.Namespace, settings: Settings) -> int:
     report.seconds = time.monotonic() - started
     out.summary(report.lines())
     return report.exit_code
+
+
+def trust_new_project(folder: Path, fresh: bool, declared: bool) -> str:
+    """A folder `agent new` made from nothing holds only what it wrote: trusted, so that the check its
+    .agent/config.toml declares runs in the sessions that follow (`agent`, editors). One that held
+    files before (--force) is left for the user to judge."""
+    where = PROJECT_CONFIG_PATH if declared else "its project files"
+    if is_trusted(folder):
+        return f"{where}: {folder} is trusted already, so they apply"
+    if fresh:
+        trust(folder)
+        return f"trusted {folder} (it holds only what was made here), so {where} applies"
+    return (
+        f"{folder} held files before, so it is not trusted: {where} (the check) applies once you "
+        f"run `agent trust {folder}`"
+    )
 
 
 def _run_headless(args: argparse.Namespace, settings: Settings, report: Report, out: Output) -> None:

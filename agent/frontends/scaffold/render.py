@@ -18,10 +18,12 @@ from typing import Any
 
 from agent.errors import ConfigError
 from agent.frontends.scaffold.templates import BUILTIN_TEMPLATES, Template
+from agent.settings.paths import PROJECT_CONFIG
 
 DEFAULT_AGENTS_MD = BUILTIN_TEMPLATES / "default-AGENTS.md.jinja"
 PLACEHOLDERS = ("project_name", "package_name", "description", "year")
 AUTOESCAPED = (".html", ".htm", ".xml", ".svg")
+PROJECT_CONFIG_PATH = PROJECT_CONFIG.as_posix()  # where a project declares its check
 
 
 @dataclass
@@ -178,6 +180,28 @@ def render(template: Template, values: dict[str, Any]) -> Skeleton:
         " ".join(render_text("template.toml: guide", template.spec.guide).split()),
         set(used),
     )
+
+
+PROJECT_CONFIG_TEXT = """\
+# This project's own settings for the agent (`agent doctor` shows them in effect). They apply in a
+# trusted folder only (`agent trust`): the check is a command, and a cloned repository's commands must
+# not run unasked. `agent new` trusts the folder it makes.
+#
+# The check runs once the model says a prompt's work is done, in the terminal (`agent`), in editors
+# (`agent acp`) and for a task file that names none (`agent run`); a failure's output goes back to the
+# model, up to check_rounds times.
+check = {check}
+check_rounds = 3
+"""
+
+
+def declare_check(skeleton: Skeleton) -> None:
+    """The project declares its check in .agent/config.toml, for every session after `agent new`'s own
+    (unless the template brings that file itself)."""
+    if PROJECT_CONFIG_PATH not in {f.path for f in skeleton.files}:
+        # A JSON string is a TOML basic string: the same quotes and escapes.
+        text = PROJECT_CONFIG_TEXT.format(check=json.dumps(skeleton.check, ensure_ascii=False))
+        skeleton.files.append(RenderedFile(PROJECT_CONFIG_PATH, text.encode("utf-8")))
 
 
 def _clean_path(rendered: str, template: Template, rel: str) -> str:

@@ -28,6 +28,7 @@ from agent.events import (
     ApprovalRequested,
     AssistantMessage,
     CheckFinished,
+    CheckStarted,
     Compacted,
     DraftOff,
     ErrorEvent,
@@ -422,11 +423,9 @@ class AgentApp(App):
             await conversation.notice(
                 f"compacted: {event.tokens_before} → {event.tokens_after} tokens ({event.reason})"
             )
-        elif isinstance(event, CheckFinished):
-            verdict = "passed" if event.passed else "failed"
-            await conversation.notice(
-                f"check `{event.command}` {verdict}", "information" if event.passed else "error"
-            )
+        elif isinstance(event, CheckStarted | CheckFinished):
+            await conversation.end_stream()
+            await conversation.add(conversation.check_line(event.to_json()))
         elif isinstance(event, ErrorEvent):
             await self._error(event)
         elif isinstance(event, SessionStarted):

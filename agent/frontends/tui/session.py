@@ -11,7 +11,6 @@ session's once that is known: a second agent in the folder is refused with a mes
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass, field
@@ -19,18 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from agent.core.loop import Agent, Approver, Limits, Outcome
-from agent.core.workbench import Workbench, changes_lines
+from agent.core.workbench import Workbench
 from agent.errors import AgentError
-from agent.events import ErrorEvent, Event, Notice
+from agent.events import Event, Notice
 from agent.server.diagnose import log_tail
 from agent.server.profiles import ServerProfile
+from agent.session import slash_commands
 from agent.session.connect import Connection, connect, resolve_profile
-from agent.session.live import LiveSession, open_session
+from agent.session.live import LiveSession, PromptResult, SessionSetup, open_session
 from agent.settings.config import PROJECT_CONFIG, Settings, state_dir
 from agent.store.lock import AgentLocks
 from agent.store.recorder import SessionRecorder
 from agent.store.transcripts import SessionRecord, list_session_paths, load_session
-from tools.base import ToolError
 from tools.mcp import MCPServers
 
 
@@ -67,7 +66,6 @@ class InteractiveSession:
     _live: LiveSession | None = None
     _mcp: MCPServers | None = None
     _cancel_start: bool = False
-    _tasks_done: int = 0
     _locks: AgentLocks | None = None
 
     def __post_init__(self) -> None:
@@ -131,9 +129,8 @@ class InteractiveSession:
         record = load_session(state_dir(), resume) if resume else None
         if self._locks is None:
             self._locks = AgentLocks(state_dir(), self.workspace, "agent (TUI)")
-        opening = open_session(
-            self.settings, self.workspace, self.profile, lambda event: self.emit_ui(event),
-            holder="agent (TUI)", approve=self.approve,
+        setup = SessionSetup(
+            self.settings, self.workspace, self.profile, "agent (TUI)", approve=self.approve,
             approval=self.options.approval or (self.agent.permissions.mode if self.agent else None),
             limits=Limits(max_turns=self.options.max_turns or self.settings.max_turns),
             resume=record, history=history,
@@ -141,11 +138,10 @@ class InteractiveSession:
             workbench=self.workbench, connection=self.connection, locks=self._locks, mcp=self._mcp,
         )  # fmt: skip
         stack = AsyncExitStack()
-        live = await stack.enter_async_context(opening)
+        live = await stack.enter_async_context(open_session(setup, lambda event: self.emit_ui(event)))
         live.owns_mcp = False  # closed by `close`, unless another session on this server follows
         self._live, self._session_stack, self._mcp = live, stack, live.mcp
         self.session_id, self.recorder, self.agent = live.session_id, live.recorder, live.agent
-        self._tasks_done = 1 if len(live.agent.messages) > 1 else 0
 
     def emit(self, event: Event) -> None:
         if self._live is not None and not self._live.finished:
@@ -153,35 +149,14 @@ class InteractiveSession:
         else:
             self.emit_ui(event)
 
-    async def ask(self, text: str) -> Outcome | None:
-        """One user prompt, worked on until the model is done. Cancelling the task (Esc) interrupts
+    async def ask(self, text: str) -> PromptResult:
+        """One user prompt, the one way every front end sends it (LiveSession.prompt: the task message,
+        the project's check loop, the changes, the auto-commit). Cancelling the task (Esc) interrupts
         it; the loop leaves a history the next prompt can continue."""
-        assert self.agent is not None
-        # The first prompt carries the environment note (and, for edit blocks, the files); later ones
-        # go as typed, so the conversation's prefix stays cached.
-        message = (
-            self.workbench.task_message(text, self.agent.actions, self.agent.context)
-            if not self._tasks_done
-            else text
-        )
-        self._tasks_done += 1
-        self.workbench.task_start = None  # auto-commit takes only what this prompt changes
-        try:
-            outcome = await self.agent.run(message, typed=text)
-        except asyncio.CancelledError:
-            self.emit(ErrorEvent("interrupted", "interrupted: the model's work stopped here", fatal=False))
-            raise
-        self.outcomes.append(outcome)
-        # What this prompt changed, file by file, so that a large deletion cannot go unseen (as at
-        # the end of `agent run`); `task_start` is this prompt's first checkpoint.
-        changed = changes_lines(self.workbench.changes())
-        if changed:
-            self.emit(Notice("\n".join(changed)))
-        if self.settings.auto_commit and outcome.status == "completed":
-            note = self.workbench.auto_commit(f"agent: {text.splitlines()[0][:60]}")
-            if note:
-                self.emit(Notice(note))
-        return outcome
+        assert self._live is not None
+        result = await self._live.prompt(text)
+        self.outcomes.append(result.outcome)
+        return result
 
     async def close(self, keep_locks: bool = False) -> None:
         """End the recorded session and the MCP servers (the server itself: `disconnect`), and let go
@@ -220,29 +195,11 @@ class InteractiveSession:
     def checkpoint_count(self) -> int:
         return len(self.workbench.checkpoints.list()) if self.workbench.checkpoints else 0
 
-    def undo(self) -> tuple[str, list[str]]:
-        if self.workbench.checkpoints is None:
-            raise AgentError(
-                "/undo needs a git repository", "This folder is not one, so no checkpoints exist."
-            )
-        try:
-            checkpoint, changed = self.workbench.checkpoints.undo()
-        except ToolError as exc:
-            raise AgentError(
-                "nothing to undo",
-                str(exc),
-                "A checkpoint is taken before the agent's first change of each prompt.",
-            ) from exc
-        return checkpoint.message, changed
+    def undo(self) -> str:
+        return slash_commands.undo(self.workbench)
 
     def diff(self) -> str:
-        checkpoints = self.workbench.checkpoints
-        if checkpoints is None:
-            raise AgentError("/diff needs a git repository", "This folder is not one.")
-        existing = checkpoints.list()
-        if not existing:
-            return ""
-        return checkpoints.diff_since(existing[-1].sha)
+        return slash_commands.diff(self.workbench)
 
     def save_rule(self, tool: str, pattern: str) -> Path:
         """An "always" answer kept in the project's config, for the next sessions too."""
@@ -260,17 +217,7 @@ class InteractiveSession:
         return path
 
     def mcp_status(self) -> list[str]:
-        if self._mcp is None or not self._mcp.connections:
-            return ["no MCP servers configured (`agent mcp add` adds one)"]
-        lines = []
-        for conn in self._mcp.connections:
-            failure = self._mcp.failures.get(conn.name)
-            tools = [t.name for t in self._mcp.tools if t.connection is conn]
-            lines.append(
-                f"{conn.name}: "
-                + (f"down ({failure})" if failure else f"{len(tools)} tools: {', '.join(tools)}")
-            )
-        return lines
+        return slash_commands.mcp_lines(self._mcp)
 
     def recent_sessions(self, limit: int = 10) -> list[SessionRecord]:
         return workspace_sessions(self.workspace, limit)

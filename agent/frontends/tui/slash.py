@@ -15,10 +15,10 @@ from agent.frontends.tui import commands
 from agent.frontends.tui.session import InteractiveSession
 from agent.frontends.tui.widgets.confirm import Confirm
 from agent.frontends.tui.widgets.conversation import Conversation
-from agent.server.profiles import get_profile, load_profiles
+from agent.server.profiles import get_profile
+from agent.session import slash_commands
 from agent.settings import trust
 from agent.settings.config import load_settings, state_dir
-from agent.store.telemetry import summarise_turns
 from agent.store.transcripts import load_session
 
 
@@ -79,9 +79,8 @@ async def _help(app: SlashHost, _arg: str) -> None:
 
 async def _profile(app: SlashHost, name: str) -> None:
     if not name:
-        current = app.session.profile.name if app.session.profile else "none"
-        names = ", ".join(sorted(load_profiles(app.session.workspace)))
-        await app.conversation.notice(f"profile: {current}. Available: {names}. /profile NAME switches.")
+        current = app.session.profile.name if app.session.profile else None
+        await app.conversation.notice(slash_commands.profiles_line(current, app.session.workspace))
         return
     profile = get_profile(name, app.session.workspace)  # an unknown name raises, with the list
 
@@ -127,23 +126,27 @@ async def _clear(app: SlashHost, _arg: str) -> None:
 
 async def _compact(app: SlashHost, _arg: str) -> None:
     agent = app.session.agent
-    if agent.context is None or len(agent.messages) < 3:
-        await app.conversation.notice("nothing to compact yet")
+    if why := slash_commands.can_compact(agent):
+        await app.conversation.notice(why)
         return
-    app.run_agent_job(lambda: agent.context.compact(agent.messages, reason="asked for with /compact"))
+
+    async def job() -> None:
+        done, said = await slash_commands.compact(agent)
+        if not done:  # (a compaction shows itself: its event)
+            await app.conversation.notice(said)
+
+    app.run_agent_job(job)
 
 
 async def _undo(app: SlashHost, _arg: str) -> None:
-    label, changed = await asyncio.to_thread(app.session.undo)
-    files = "\n".join(f"  {name}" for name in changed) or "  (no file differed)"
-    await app.conversation.notice(f"restored the checkpoint taken {label}:\n{files}")
+    await app.conversation.notice(await asyncio.to_thread(app.session.undo))
     app.refresh_figures()
 
 
 async def _diff(app: SlashHost, _arg: str) -> None:
     diff = await asyncio.to_thread(app.session.diff)
     if not diff.strip():
-        await app.conversation.notice("no changes since the last checkpoint")
+        await app.conversation.notice(slash_commands.NO_DIFF)
         return
     await app.conversation.add(
         Static(Syntax(diff, "diff", theme="ansi_dark", background_color="default"), classes="diff")
@@ -152,18 +155,9 @@ async def _diff(app: SlashHost, _arg: str) -> None:
 
 async def _stats(app: SlashHost, _arg: str) -> None:
     recorder = app.session.recorder
-    s = summarise_turns(recorder.stats if recorder else [])
-    if not s["turns"]:
-        await app.conversation.notice("no turns yet in this session")
-        return
-    lines = [
-        f"session {app.session.session_id}: {s['turns']} turns, {s['output_tokens']} tokens out, {s['wall_s']:.1f} s on the model, {s['tool_s']:.1f} s in tools"
-    ]
-    for key, label, fmt in (("median_gen_tok_s", "median generation", "{:.1f} tok/s"), ("median_prefill_tok_s", "median prefill", "{:.0f} tok/s"),
-                            ("acceptance", "draft acceptance", "{:.0%}"), ("cache_reuse", "cache reuse", "{:.0%}")):  # fmt: skip
-        if s[key] is not None:
-            lines.append(f"  {label}: {fmt.format(s[key])}")
-    lines.append(f"  agent stats {app.session.session_id}  (Ctrl+P: per turn)")
+    lines = slash_commands.stats_lines(app.session.session_id, recorder.stats if recorder else [])
+    if len(lines) > 1:
+        lines[-1] += "  (Ctrl+P: per turn)"
     await app.conversation.notice("\n".join(lines))
 
 

@@ -2,12 +2,12 @@
 acpx (npm, a headless ACP client no one here wrote), as an editor would drive it: one prompt, the task's
 text as typed, acpx answering every permission request with "allow" (`--approve-all`).
 
-ACP has no check loop: a prompt is worked on until the model says it is done, and nothing runs the
-task's check. So the test runs the check afterwards, read from the task file and run as `agent run`
-runs it (`agent.core.checks.run_check`). The coder profile samples at temperature 0, as the task file
-asks (`sampling: {temperature: 0}`), and the task's `max_turns` goes into the session's settings. One
-prompt has sufficed in every run so far (the model writes hello.py, then says it is done); had it not,
-this test would fail rather than send a second prompt.
+The project declares the task's check in its .agent/config.toml (the folder trusted), so the prompt is
+worked on until the model says it is done and then until the check passes (a failure's output fed back,
+up to check_rounds times), each round a tool call the client sees. The test also runs the check
+afterwards, as `agent run` runs it (`agent.core.checks.run_check`). The coder profile samples at
+temperature 0, as the task file asks (`sampling: {temperature: 0}`), and the task's `max_turns` goes
+into the session's settings.
 
 Skipped, saying why, where acpx is not installed (`npm install -g acpx@0.19`). 10 s on 2 cores at load
 2 (the coder at 25 tok/s), 68 s at load 6.6 (0.8 tok/s): nearly all of it the model.
@@ -16,6 +16,7 @@ Skipped, saying why, where acpx is not installed (`npm install -g acpx@0.19`). 1
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shlex
 import shutil
@@ -28,6 +29,7 @@ import pytest
 
 from agent.core.checks import run_check
 from agent.session.taskfile import load_task
+from agent.settings.trust import trust
 from tests.conftest import llama_server_pids
 from tests.frontends.acp.test_acp import transcripts
 from tests.frontends.acp.test_acp_acpx import _runs, messages, updates
@@ -51,7 +53,9 @@ def test_acpx_solves_the_hello_task_through_agent_acp_on_the_embedded_coder(
     profile = coder_here(isolated_state)  # the built-in coder (temperature 0, 16k context), a free port
     (isolated_state.parent / "config" / "config.toml").write_text(f"max_turns = {task.spec.max_turns}\n")
     ws = tmp_path / "ws"
-    ws.mkdir()
+    (ws / ".agent").mkdir(parents=True)
+    (ws / ".agent" / "config.toml").write_text(f"check = {json.dumps(task.spec.check)}\ncheck_rounds = 2\n")
+    trust(ws)
     command = shlex.join([sys.executable, "-m", "agent", "acp", "-p", profile])
     result = subprocess.run(
         ["acpx", "--agent", command, "--cwd", str(ws), "--approve-all", "--format", "json",
@@ -83,6 +87,11 @@ def test_acpx_solves_the_hello_task_through_agent_acp_on_the_embedded_coder(
     assert "tok/s gen" in figures["summary"]
     edits = [u for u in updates(lines, "tool_call") if u["kind"] == "edit"]
     assert edits and edits[0]["title"] == "Write hello.py"
+    # The project's check ran inside the prompt, each round a tool call; the last one passed.
+    rounds = [u for u in updates(lines, "tool_call") if u["title"].startswith("Check `python3 - <<'HIDDEN'")]
+    ends = {u["toolCallId"]: u["status"] for u in updates(lines, "tool_call_update")}
+    assert rounds and ends[rounds[-1]["toolCallId"]] == "completed"
+    assert all(ends[u["toolCallId"]] == "failed" for u in rounds[:-1])  # each failure fed back, then fixed
 
     [events] = transcripts(isolated_state)
     assert events[-1]["type"] == "session.finished" and events[-1]["outcome"] == "completed"

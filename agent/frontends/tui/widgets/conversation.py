@@ -22,6 +22,7 @@ from agent.frontends.tui.widgets.tool_call import ToolCallView
 from agent.store.telemetry import TurnStats
 
 SPLIT_CHARS = 4000  # a streamed answer's complete blocks beyond this become a past answer
+CHECK_TAIL = 12  # lines of a failed check's output shown (the model gets it all, capped)
 
 
 class Conversation(VerticalScroll):
@@ -32,6 +33,7 @@ class Conversation(VerticalScroll):
         self._writing = asyncio.Lock()
         self._part_due = False
         self._calls: dict[str, ToolCallView] = {}
+        self._rounds_left = 0  # of the check running: how many more failures go back to the model
 
     def on_mount(self) -> None:
         self.anchor()
@@ -121,6 +123,24 @@ class Conversation(VerticalScroll):
         await self.end_stream()
         await self.add(_notice_line(message, severity))
 
+    def check_line(self, event: dict[str, Any]) -> Static:
+        """A round of the project's (or task's) check, as it starts and as it ends: its verdict, and on a
+        failure the output's last lines and whether the model gets it back."""
+        command = _one_line(event["command"])
+        if event["type"] == "check.started":
+            self._rounds_left = event.get("rounds_left", 0)
+            return _notice_line(f"check `{command}` · round {event['round']} · running…", "information")
+        took = f"round {event['round']} · {event['seconds']:.1f} s"
+        if event["passed"]:
+            return _notice_line(f"check `{command}` passed · {took}", "information")
+        code = event["exit_code"]
+        verdict = "timed out" if code is None else f"failed (exit {code})"
+        then = "its output goes back to the model" if self._rounds_left else "no rounds left"
+        tail = "\n".join(f"  {line}" for line in event["output"].rstrip().splitlines()[-CHECK_TAIL:])
+        return _notice_line(
+            f"check `{command}` {verdict} · {took} · {then}" + (f"\n{tail}" if tail else ""), "error"
+        )
+
     async def clear(self) -> None:
         await self.end_stream()
         self._calls.clear()
@@ -152,9 +172,8 @@ class Conversation(VerticalScroll):
                 self.tool_finished(ToolFinished(**fields, display=event.get("display") or {}))
             elif kind == "turn.completed":
                 widgets.append(_figures_line(event["turn"], TurnStats.from_dict(event["stats"])))
-            elif kind == "check.result":
-                verdict = "passed" if event["passed"] else "failed"
-                widgets.append(_notice_line(f"check `{event['command']}` {verdict}", "information"))
+            elif kind in ("check.started", "check.result"):
+                widgets.append(self.check_line(event))
         if widgets:
             await self.mount_all(widgets)
 
@@ -169,6 +188,11 @@ def _prompt_line(text: str) -> Static:
 
 def _figures_line(turn: int, stats: TurnStats) -> Static:
     return Static(Text(f"turn {turn} · {stats.summary()}"), classes="figures")  # a cause may hold "["
+
+
+def _one_line(command: str, width: int = 100) -> str:
+    lines = command.strip().splitlines() or [""]
+    return lines[0][:width] + (" …" if len(lines) > 1 or len(lines[0]) > width else "")
 
 
 def _notice_line(message: str, severity: str) -> Static:
