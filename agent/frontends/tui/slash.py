@@ -207,6 +207,10 @@ async def _trust(app: SlashHost, _arg: str) -> None:
         + " the next time `agent` starts here"
         + ("." if attached else "; /restart applies them now, keeping the conversation.")
     ]
+    if session.settings.check:  # (a prompt reads its settings afresh: no restart needed for this one)
+        lines.append(
+            f"Its check `{session.settings.check}` runs on each prompt's work from the next prompt on."
+        )
     mode, wanted = session.agent.permissions.mode if session.agent else None, session.settings.approval
     if not attached and mode and wanted not in (mode, before.approval) and not session.options.approval:
         lines.append(f"The approval mode stays {mode} over a restart: /approval {wanted} sets the project's.")
