@@ -282,9 +282,48 @@ def _load_mode(argv: list[str], caps: BinaryCapabilities) -> tuple[list[str], li
     return out, [f"{' '.join(used)} → --load-mode {mode}"]
 
 
+# Upstream gave each n-gram type its own length flags (2026-04); the generic draft lengths now apply to
+# draft models only. A profile of n-gram types alone that says `draft_max` (or `--draft-max`) means the
+# n-gram's: said with the generic flag, the server would take it and draft at its default length.
+_NGRAM_LENGTH_FLAGS = {
+    "ngram-mod": {"max": "--spec-ngram-mod-n-max", "min": "--spec-ngram-mod-n-min"},
+    "ngram-simple": {"max": "--spec-ngram-simple-size-m"},
+    "ngram-map-k": {"max": "--spec-ngram-map-k-size-m"},
+    "ngram-map-k4v": {"max": "--spec-ngram-map-k4v-size-m"},
+}
+_GENERIC_LENGTHS = {
+    "max": ("--spec-draft-n-max", "--draft-max", "--draft", "--draft-n"),
+    "min": ("--spec-draft-n-min", "--draft-min", "--draft-n-min"),
+}
+
+
+def _ngram_lengths(argv: list[str], caps: BinaryCapabilities) -> tuple[list[str], list[str]]:
+    """The generic draft lengths as the n-gram type's own flags, where only n-gram types draft and the
+    binary has per-type flags."""
+    types = argv[argv.index("--spec-type") + 1].split(",") if "--spec-type" in argv[:-1] else []
+    if not types or any(t not in _NGRAM_LENGTH_FLAGS for t in types):
+        return argv, []  # a draft model drafts too (or nothing does): the generic flags are its own
+    out, notes = list(argv), []
+    for which, generic in _GENERIC_LENGTHS.items():
+        own = [flags[which] for t in types if (flags := _NGRAM_LENGTH_FLAGS[t]).get(which)]
+        if not own or not all(caps.accepts(flag) for flag in own):
+            continue
+        for i, token in enumerate(out[:-1]):
+            if token in generic:
+                value = out.pop(i + 1)
+                out[i : i + 1] = [part for flag in own for part in (flag, value)]
+                notes.append(
+                    f"{token} {value} → {' '.join(f'{flag} {value}' for flag in own)} (n-gram drafting)"
+                )
+                break
+    return out, notes
+
+
 def translate_args(argv: list[str], caps: BinaryCapabilities, profile_name: str) -> Translation:
     """Rename flags and --spec-type values the binary spells differently; refuse what it lacks."""
     argv, notes = _load_mode(argv, caps)
+    argv, ngram_notes = _ngram_lengths(argv, caps)
+    notes += ngram_notes
     out: list[str] = []
     refused: list[str] = []
     i = 0

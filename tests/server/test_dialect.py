@@ -362,3 +362,27 @@ def test_cache_types_outside_the_allowed_values_are_renamed_as_v04_does_or_refus
     with pytest.raises(ServerError, match="--cache-type-v kvarn4: not a value"):
         translate_args(["--cache-type-v", "kvarn4"], BEELLAMA, "p")
     assert translate_args(["--cache-type-k", "kvarn4"], BEELLAMA_04, "p").notes == []
+
+
+def test_a_draft_length_on_n_gram_types_alone_becomes_their_own_length_flag_upstream():
+    # Said with the generic flag, upstream would take it for a draft model and let ngram-mod draft 64.
+    argv = ["-m", "m.gguf", "--spec-type", "ngram-mod", "--spec-draft-n-max", "32", "--spec-draft-n-min", "8"]
+    t = translate_args(argv, UPSTREAM, "p")
+    assert t.argv == ["-m", "m.gguf", "--spec-type", "ngram-mod", "--spec-ngram-mod-n-max", "32",
+                      "--spec-ngram-mod-n-min", "8"]  # fmt: skip
+    assert "--spec-draft-n-max 32 → --spec-ngram-mod-n-max 32 (n-gram drafting)" in t.notes
+    old = translate_args(["--spec-type", "ngram-simple,ngram-mod", "--draft-max", "16"], UPSTREAM, "p")
+    assert old.argv == ["--spec-type", "ngram-simple,ngram-mod", "--spec-ngram-simple-size-m", "16",
+                        "--spec-ngram-mod-n-max", "16"]  # fmt: skip
+
+
+def test_a_draft_length_stays_the_draft_models_when_one_drafts_or_the_binary_has_no_per_type_flags():
+    combined = ["--spec-type", "draft-simple,ngram-mod", "--spec-draft-n-max", "8"]
+    assert translate_args(combined, UPSTREAM, "p").argv == combined
+    older = capabilities_from_help(  # a binary from before the per-type flags (2026-04)
+        Path("llama-server"),
+        "-m,    --model FNAME        model path\n--port PORT                 port\n"
+        "--spec-type [none|ngram-mod]   type\n--draft-max N               tokens to draft\n",
+    )
+    argv = ["--spec-type", "ngram-mod", "--draft-max", "16"]
+    assert translate_args(argv, older, "p").argv == argv
