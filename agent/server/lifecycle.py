@@ -68,6 +68,12 @@ def health(base_url: str, timeout: float = 2.0) -> tuple[int, str]:
     return response.status_code, response.text
 
 
+def server_log_path(log_dir: Path, profile: str, port: int) -> Path:
+    """Where the server of `profile` on `port` writes its output: one file, written afresh at each start
+    (a start that failed on its draft is moved aside first: connect.keep_failed_log)."""
+    return log_dir / f"{profile}-{port}.log"
+
+
 def start(
     plan: LaunchPlan,
     registry: ServerRegistry,
@@ -101,7 +107,7 @@ def start(
             f"Pass --port to use another port, or attach to it with --base-url {plan.base_url}.",
         )
     log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"{plan.profile.name}-{plan.port}.log"
+    log_path = server_log_path(log_dir, plan.profile.name, plan.port)
     with _interrupt_at_safe_points() as check_interrupt:
         with log_path.open("wb") as log:
             log.write(f"$ {plan.command_line()}\n".encode())

@@ -29,12 +29,18 @@ from agent.errors import ServerError
 from agent.events import DraftOff, Event
 from agent.server import machine_paths
 from agent.server.build import Progress
+from agent.server.diagnose import log_tail
 from agent.server.launch_plan import LaunchPlan, MachinePaths, api_root, openai_base_url, plan_launch
-from agent.server.lifecycle import ServerHandle, StartProgress, start, stop
+from agent.server.lifecycle import ServerHandle, StartProgress, server_log_path, start, stop
 from agent.server.preflight.report import DraftError
 from agent.server.profiles import ServerProfile, attach_profile, get_profile
 from agent.server.registry import ServerRegistry
 from agent.settings.config import Settings, state_dir
+from agent.store.transcripts import SessionRecord
+
+# (seconds since the start, what the server is doing, the last line of its log): what a front end shows
+# while the model loads. It may raise to cancel the start, which then stops the half-started server.
+StartReport = Callable[[float, str, str], None]
 
 
 @dataclass
@@ -243,6 +249,24 @@ def resolve_profile(
     return chosen
 
 
+def session_profile(
+    settings: Settings,
+    workspace: Path,
+    named: str | None = None,
+    base_url: str | None = None,
+    resumed: SessionRecord | None = None,
+    say: Callable[[str], None] | None = None,
+) -> ServerProfile:
+    """The profile a session runs on, new or resumed, in every front end: a profile named now (a flag,
+    a task file, a switch) on its own server, whatever the session ran on before; else a URL given now;
+    else what the resumed session last ran on (the server it attached to, or its profile); else the
+    settings' (`resolve_profile`). A session attached with --base-url thus reconnects to that URL:
+    its profile, "attach", alone would mean the attach profile's own 127.0.0.1:8910."""
+    started = resumed.latest_started if resumed else {}
+    url = base_url or (None if named else started.get("base_url") or None)
+    return resolve_profile(settings, named or started.get("profile"), url, workspace, say=say)
+
+
 def pick_auto(settings: Settings, workspace: Path) -> tuple[ServerProfile, str]:
     """The fastest profile measured on this machine (`agent bench`, `agent server tune`) among those
     that can start here and may be picked; the embedded default when none is."""
@@ -326,6 +350,15 @@ def endpoint_for(
     )
 
 
+def server_log(profile: ServerProfile, port: int | None = None) -> Path:
+    """The log the profile's server writes (its name is the lifecycle's)."""
+    return server_log_path(state_dir() / "logs", profile.name, port or profile.port)
+
+
+def last_log_line(profile: ServerProfile, port: int | None = None) -> str:
+    return (log_tail(server_log(profile, port), 1) or [""])[0]
+
+
 @contextmanager
 def connect(
     settings: Settings,
@@ -337,9 +370,16 @@ def connect(
     ctx_size: int | None = None,
     keep_running: bool = False,
     slots: int = 1,
+    report: StartReport | None = None,
 ) -> Iterator[Connection]:
     """The profile's server, started (with `slots` parallel slots) or attached to, for the block's time;
-    a server this started is stopped after it unless `keep_running`."""
+    a server this started is stopped after it unless `keep_running`. `report`, instead of
+    `start_progress`, also gets the server log's last line with each step of the start."""
+    if report is not None:
+
+        def start_progress(elapsed: float, phase: str) -> None:
+            report(elapsed, phase, last_log_line(profile, port))
+
     api_key = _api_key(profile, settings)
     if profile.kind == "attach":
         _check_reachable(profile, api_key)

@@ -25,7 +25,7 @@ from agent.core.workbench import mcp_configs
 from agent.errors import ConfigError
 from agent.events import ErrorEvent, Event, Notice
 from agent.server.profiles import ServerProfile
-from agent.session.connect import resolve_profile
+from agent.session.connect import session_profile
 from agent.session.live import LiveSession, SessionSetup, open_session
 from agent.session.taskfile import Task, TaskSpec, check_command_exists, load_task
 from agent.settings.config import Settings, load_settings, state_dir
@@ -149,13 +149,8 @@ def prepare_task(
         check_command_exists(check, workdir)
     if spec.lint:
         settings = settings.model_copy(update={"lint_command": spec.lint})
-    # A session attached with --base-url (or AGENT_BASE_URL) reconnects to that URL on --resume: its
-    # profile, "attach", alone would mean the attach profile's own 127.0.0.1:8910. A profile named now wins.
-    named_now = request.profile or (spec.profile if task else None)
-    base_url = request.base_url or (None if named_now else started.get("base_url") or None)
-    profile = resolve_profile(
-        settings, named_now or spec.profile or started.get("profile"), base_url, workdir, say=say
-    )
+    named_now = request.profile or (spec.profile if task else None)  # (a resume goes on where it ran)
+    profile = session_profile(settings, workdir, named_now, request.base_url, resumed, say=say)
     approval = request.approval or spec.approval or settings.approval
     if approval == "ask" and say:
         say("warning: approval mode 'ask' in a headless run: edits and commands will be refused. "

@@ -9,10 +9,12 @@ session sees `[REDACTED]` where the live one saw a key.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import secrets
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -220,3 +222,60 @@ def load_session(state_dir: Path, session_id: str) -> SessionRecord:
 def list_session_paths(state_dir: Path) -> list[Path]:
     folder = sessions_dir(state_dir)
     return sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+
+
+@dataclass
+class SessionSummary:
+    """What a list of sessions shows of one, read from the head of its transcript only (a long
+    session's transcript runs to megabytes)."""
+
+    session_id: str
+    path: Path
+    workspace: str
+    started: float  # seconds since the epoch
+    title: str  # the task's first line, or the first prompt's as typed; "" before any
+
+    @property
+    def updated(self) -> float:
+        """When the transcript was last written to."""
+        try:
+            return self.path.stat().st_mtime
+        except OSError:
+            return self.started
+
+
+def recorded_sessions(state_dir: Path, workspace: Path | None = None) -> Iterator[SessionSummary]:
+    """The recorded sessions, newest first; with `workspace`, only those that worked there, whichever
+    front end recorded them (`agent run`, the TUI, an editor over ACP). A transcript that does not
+    read is left out (`agent sessions` names it)."""
+    where = str(workspace.resolve()) if workspace is not None else None
+    for path in reversed(list_session_paths(state_dir)):
+        summary = _summary(path)
+        if summary is not None and (where is None or summary.workspace == where):
+            yield summary
+
+
+def _summary(path: Path, lines: int = 500) -> SessionSummary | None:
+    try:
+        with path.open(encoding="utf-8", errors="replace") as file:
+            first = json.loads(file.readline() or "{}")
+            if not isinstance(first, dict) or first.get("type") != "session.started":
+                return None
+            title = _first_line(first.get("task") or "")
+            for line in itertools.islice(file, lines):  # the first prompt comes early
+                if title:
+                    break
+                if '"user.message"' in line:
+                    event = json.loads(line)
+                    # (before `typed` was recorded, the person's words came last, after the note)
+                    title = _first_line(event.get("typed") or "") or _first_line(
+                        event.get("content") or "", last=True
+                    )
+    except (OSError, ValueError):
+        return None
+    return SessionSummary(path.stem, path, first.get("workspace") or "", first.get("time") or 0.0, title)
+
+
+def _first_line(text: str, last: bool = False) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return (lines[-1] if last else lines[0]).lstrip("# ")[:100] if lines else ""

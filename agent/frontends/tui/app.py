@@ -157,7 +157,7 @@ class AgentApp(App):
     async def start_server(self) -> None:
         self.ready = False
         try:
-            profile = self.session.profile or self.session.resolve()
+            profile = self.session.profile or self.session.resolve(self.resume)
         except AgentError as exc:
             await self.conversation.mount(ServerStart(self.session.options.profile or "?"))
             self.post_message(ServerFailed(exc))

@@ -11,6 +11,8 @@ session's once that is known: a second agent in the folder is refused with a mes
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 from collections.abc import Callable
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass, field
@@ -21,15 +23,14 @@ from agent.core.loop import Agent, Approver, Limits, Outcome
 from agent.core.workbench import Workbench
 from agent.errors import AgentError
 from agent.events import Event, Notice
-from agent.server.diagnose import log_tail
 from agent.server.profiles import ServerProfile
 from agent.session import slash_commands
-from agent.session.connect import Connection, connect, resolve_profile
+from agent.session.connect import Connection, StartReport, connect, session_profile
 from agent.session.live import LiveSession, PromptResult, SessionSetup, open_session
 from agent.settings.config import PROJECT_CONFIG, Settings, state_dir
 from agent.store.lock import AgentLocks
 from agent.store.recorder import SessionRecorder
-from agent.store.transcripts import SessionRecord, list_session_paths, load_session
+from agent.store.transcripts import SessionRecord, load_session, recorded_sessions
 from tools.mcp import MCPServers
 
 
@@ -73,29 +74,31 @@ class InteractiveSession:
         self.workbench = Workbench(self.workspace)
 
     # ------------------------------------------------------------------ the server (blocking: a thread)
-    def resolve(self) -> ServerProfile:
-        self.profile = resolve_profile(
-            self.settings, self.options.profile, self.options.base_url, self.workspace,
+    def resolve(self, resume: str | None = None) -> ServerProfile:
+        """The profile to start, as every front end picks it: `agent -p`'s or `--base-url`'s, else what
+        the session to `resume` last ran on, else the settings'."""
+        record = load_session(state_dir(), resume) if resume else None
+        self.profile = session_profile(
+            self.settings, self.workspace, self.options.profile, self.options.base_url, record,
             say=lambda why: self.emit(Notice(why)),
         )  # fmt: skip
         return self.profile
 
-    def connect(self, progress: Callable[[float, str, str], None]) -> Connection:
+    def connect(self, progress: StartReport) -> Connection:
         """Start the profile's server (or reuse or attach to one) and wait until it is ready.
         `progress` gets the seconds elapsed, the loading phase and the log's last line."""
         profile = self.profile or self.resolve()
         self._hold_locks()  # before a server starts: another agent here is refused, named
         self._cancel_start = False
-        log_path = state_dir() / "logs" / f"{profile.name}-{profile.port}.log"
 
-        def checked(elapsed: float, phase: str) -> None:
+        def checked(elapsed: float, phase: str, log_line: str) -> None:
             if self._cancel_start:  # raising here makes `start` stop the half-started server
                 raise StartCancelled()
-            progress(elapsed, phase, (log_tail(log_path, 1) or [""])[0])
+            progress(elapsed, phase, log_line)
 
         stack = ExitStack()
         self.connection = stack.enter_context(
-            connect(self.settings, profile, start_progress=checked, keep_running=self.options.keep_server)
+            connect(self.settings, profile, report=checked, keep_running=self.options.keep_server)
         )
         self._stack = stack
         return self.connection
@@ -224,24 +227,15 @@ class InteractiveSession:
 
 
 def workspace_sessions(workspace: Path, limit: int = 10) -> list[SessionRecord]:
-    """The workspace's recorded sessions, newest first (each transcript's first line says where)."""
-    import json
-
+    """The workspace's recorded sessions, newest first, whichever front end recorded them."""
     found = []
-    for path in reversed(list_session_paths(state_dir())):
-        try:
-            with path.open(encoding="utf-8") as file:
-                where = json.loads(file.readline() or "{}").get("workspace")
-            if where == str(workspace.resolve()):
-                found.append(load_session(state_dir(), path.stem))
-        except (OSError, ValueError, AgentError):
-            continue
-        if len(found) >= limit:
-            break
+    for summary in itertools.islice(recorded_sessions(state_dir(), workspace), limit):
+        with contextlib.suppress(AgentError):  # (a transcript that broke since it was listed)
+            found.append(load_session(state_dir(), summary.session_id))
     return found
 
 
 def newest_session(workspace: Path) -> str | None:
     """`--continue`: the id of this workspace's newest session."""
-    newest = workspace_sessions(workspace, limit=1)
-    return newest[0].session_id if newest else None
+    newest = next(recorded_sessions(state_dir(), workspace), None)
+    return newest.session_id if newest else None
