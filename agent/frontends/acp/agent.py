@@ -6,6 +6,12 @@ Like every front end it opens its sessions through `open_session` (agent/session
 session's events into ACP updates (views.py) and answers approvals by asking the client
 (`session/request_permission`). It assembles nothing itself.
 
+Sessions outlive the process: `session/list` lists the recorded ones (of a folder, whichever front end
+recorded them), `session/load` reopens one and replays it to the client, `session/resume` reopens one
+without the replay, and `session/close` ends one and stops the server it started when no other session
+uses it. The session's settings are the client's pickers (config options, pickers.py): the profile and
+the action protocol reopen the session on the other server or protocol, as /profile does.
+
 A prompt goes the one way every front end sends it (`LiveSession.prompt`: the task message, the
 project's check loop, the changes, the auto-commit); a prompt that starts with one of the slash commands
 editors get (agent/session/slash_commands.py) runs that command instead. The commands are advertised in
@@ -26,9 +32,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, ExitStack
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,17 +48,25 @@ from acp.schema import (
     AgentCapabilities,
     AvailableCommand,
     AvailableCommandInput,
+    CloseSessionResponse,
+    ConfigOptionUpdate,
     CurrentModeUpdate,
     Implementation,
     InitializeResponse,
+    ListSessionsResponse,
     LoadSessionResponse,
     McpCapabilities,
     NewSessionResponse,
     PermissionOption,
     PromptCapabilities,
     PromptResponse,
-    SessionMode,
-    SessionModeState,
+    ResumeSessionResponse,
+    SessionCapabilities,
+    SessionCloseCapabilities,
+    SessionInfo,
+    SessionListCapabilities,
+    SessionResumeCapabilities,
+    SetSessionConfigOptionResponse,
     SetSessionModeResponse,
     ToolCallUpdate,
     UnstructuredCommandInput,
@@ -69,29 +85,25 @@ from agent.events import (
     Event,
     Notice,
 )
+from agent.frontends.acp import pickers
 from agent.frontends.acp.session import AcpSession, client_servers, prompt_text
 from agent.frontends.acp.views import replayed, updates
-from agent.server.diagnose import log_tail
+from agent.protocols.registry import protocols
 from agent.server.profiles import ServerProfile, get_profile
 from agent.session import slash_commands
-from agent.session.connect import Connection, connect, resolve_profile
+from agent.session.connect import Connection, connect, last_log_line, server_log, session_profile
 from agent.session.live import SessionSetup, open_session
 from agent.session.slash_commands import EDITOR_COMMANDS, SlashCommand
 from agent.settings.config import Settings, load_settings, state_dir
-from agent.store.transcripts import load_session
+from agent.store.transcripts import SessionRecord, SessionSummary, load_session, recorded_sessions
 from tools.permissions import MODES
 
-MODE_NAMES = {
-    "ask": ("Ask", "Reads run; edits and commands ask first."),
-    "auto-edit": ("Auto-edit", "Reads and edits run; commands ask first."),
-    "full-auto": ("Full auto", "Everything runs, except what is dangerous or denied."),
-    "read-only": ("Read-only", "Only reads run; nothing may change."),
-}
 # How a prompt ended (the loop's outcome) as ACP's stop reason. The rest (a model that kept repeating
 # itself, a server that died) is the agent refusing to go on: "refusal", with the reason in the answer.
 STOP = {"completed": "end_turn", "limit": "max_turn_requests", "cancelled": "cancelled"}
 # The requests whose response opens a session: once it is written, the session's commands follow.
-OPENING_METHODS = ("session/new", "session/load")
+OPENING_METHODS = ("session/new", "session/load", "session/resume")
+LIST_PAGE = 50  # sessions per session/list answer
 
 
 def log(line: str) -> None:
@@ -130,21 +142,25 @@ class SpecAgent:
                 load_session=True,
                 mcp_capabilities=McpCapabilities(http=True, sse=True),
                 prompt_capabilities=PromptCapabilities(embedded_context=True),
+                session_capabilities=SessionCapabilities(
+                    list=SessionListCapabilities(),
+                    resume=SessionResumeCapabilities(),
+                    close=SessionCloseCapabilities(),
+                ),
             ),
         )
 
     # ------------------------------------------------------------------ sessions
     async def new_session(self, cwd: str, mcp_servers=None, **_: Any) -> NewSessionResponse:
         session = await self._open(Path(cwd), mcp_servers or [], resume=None)
-        return NewSessionResponse(session_id=session.session_id, modes=self._modes(session))
+        return NewSessionResponse(
+            session_id=session.session_id, modes=self._modes(session), config_options=self._options(session)
+        )
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers=None, **_: Any
     ) -> LoadSessionResponse:
-        try:
-            record = load_session(state_dir(), session_id)
-        except AgentError as exc:
-            raise RequestError.resource_not_found(session_id) from exc
+        record = _recorded(session_id)
         if session_id in self.sessions:
             await self._close(self.sessions.pop(session_id))
         session = await self._open(Path(cwd), mcp_servers or [], resume=record)
@@ -154,12 +170,51 @@ class SpecAgent:
                 self._put(session, update)
         self._release_held(session)
         await self._flush(session)
-        return LoadSessionResponse(modes=self._modes(session))
+        return LoadSessionResponse(modes=self._modes(session), config_options=self._options(session))
+
+    async def resume_session(
+        self, cwd: str, session_id: str, mcp_servers=None, **_: Any
+    ) -> ResumeSessionResponse:
+        """A recorded session (whichever front end recorded it) goes on without its replay: the client
+        shows the conversation it kept. One open here already is answered as it is."""
+        record = _recorded(session_id)
+        session = self.sessions.get(session_id)
+        if session is None or session.closed or session.workspace != Path(cwd).resolve():
+            if session is not None:
+                await self._close(self.sessions.pop(session_id))
+            session = await self._open(Path(cwd), mcp_servers or [], resume=record)
+        return ResumeSessionResponse(modes=self._modes(session), config_options=self._options(session))
+
+    async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **_: Any):
+        """The recorded sessions, newest first, of the folder `cwd` when given (whichever front end
+        recorded them); a page at a time, the cursor being the last id of the page before."""
+        if cwd is not None and not Path(cwd).is_absolute():
+            raise RequestError.invalid_params({"cwd": cwd, "message": "cwd must be an absolute path"})
+
+        def page() -> tuple[list, str | None]:
+            found = recorded_sessions(state_dir(), Path(cwd) if cwd else None)
+            after = (s for s in found if not cursor or s.session_id < cursor)
+            listed = list(itertools.islice(after, LIST_PAGE + 1))
+            more = len(listed) > LIST_PAGE
+            return listed[:LIST_PAGE], listed[LIST_PAGE - 1].session_id if more else None
+
+        listed, next_cursor = await asyncio.to_thread(page)
+        return ListSessionsResponse(sessions=[_info(s) for s in listed], next_cursor=next_cursor)
+
+    async def close_session(self, session_id: str, **_: Any) -> CloseSessionResponse:
+        """End the session (a running prompt is cancelled first, its transcript finished) and stop the
+        server it ran on when no other session here uses it and this process started it."""
+        session = self.sessions.pop(session_id, None)
+        if session is None:
+            raise RequestError.resource_not_found(session_id)
+        await self._close(session, why="the client closed the session (session/close)")
+        await self._release(session.live.connection)
+        return CloseSessionResponse()
 
     # ------------------------------------------------------------------ the commands, after the response
     def observe(self, event: StreamEvent) -> None:
-        """The SDK's stream observer, told of each message once it is read or written. A session/new or
-        session/load request is noted; once its (successful) response has been written, the session's
+        """The SDK's stream observer, told of each message once it is read or written. A session/new, /load
+        or /resume request is noted; once its (successful) response has been written, the session's
         commands go out, first in its queue of updates."""
         message = event.message
         if "id" not in message:
@@ -177,10 +232,14 @@ class SpecAgent:
         self,
         cwd: Path,
         client_mcp: list,
-        resume,
-        profile_name: str | None = None,
+        resume: SessionRecord | None,
+        profile: ServerProfile | None = None,
         approval: str | None = None,
+        actions: str | None = None,
     ) -> AcpSession:
+        """A session in `cwd`, new or resumed, on `profile` (a switch's; else `agent acp`'s own flags',
+        else what the resumed session ran on) with `actions` (a switch's; else what the client picked for
+        the resumed session; else the profile's)."""
         if not cwd.is_absolute() or not cwd.is_dir():
             raise RequestError.invalid_params(
                 {"cwd": str(cwd), "message": "cwd must be an existing absolute folder"}
@@ -193,21 +252,17 @@ class SpecAgent:
         holder: list[AcpSession] = []
         try:
             settings = load_settings(workspace)
-            started = resume.latest_started if resume else {}
-            # A profile named now (/profile) wins; else `agent acp`'s own; else a resumed session's.
-            named = profile_name or self.profile_name
-            url = (
-                None
-                if profile_name
-                else self.base_url or (None if named else started.get("base_url") or None)
-            )
-            profile = resolve_profile(settings, named or started.get("profile"), url, workspace, say=log)
+            if profile is None:
+                profile = session_profile(settings, workspace, self.profile_name, self.base_url, resume, log)
+            picked = resume.latest_started.get("options", {}).get("actions") if resume else None
+            actions = actions or (picked if picked in protocols() else None)
             configs = mcp_configs(settings, workspace)
             configs.update(client_servers(client_mcp, taken=set(configs)))
             connection = await self._connection(settings, profile)
             setup = SessionSetup(
                 settings, workspace, profile, "agent acp", approve=lambda asked: self._approve(holder[0], asked),
                 approval=approval or settings.approval, limits=Limits(max_turns=settings.max_turns),
+                actions=actions, options={"actions": actions} if actions else {},  # (a resume's pick)
                 resume=resume, mcp_servers=configs, connection=connection,
             )  # fmt: skip
             stack = AsyncExitStack()
@@ -216,7 +271,9 @@ class SpecAgent:
             )
         except (AgentError, LLMError) as exc:  # a folder another agent holds, a bad config, a dead server
             raise RequestError(-32000, _first_line(exc), {"message": str(exc)}) from exc
-        session = AcpSession(live, workspace, stack, asyncio.Queue(), held=early, client_mcp=client_mcp)
+        session = AcpSession(
+            live, workspace, stack, asyncio.Queue(), held=early, client_mcp=client_mcp, actions=actions
+        )
         holder.append(session)
         session.sender = asyncio.create_task(self._send_loop(session))
         self.sessions[session.session_id] = session
@@ -231,14 +288,11 @@ class SpecAgent:
         if key in self.starting:
             return await asyncio.shield(self.starting[key])
         loop = asyncio.get_running_loop()
-        log_path = state_dir() / "logs" / f"{profile.name}-{profile.port}.log"
-
         said: list[tuple[str, str]] = []
 
-        def progress(elapsed: float, phase: str) -> None:
+        def progress(elapsed: float, phase: str, last: str) -> None:
             if self.closing:  # the client went while the server loaded: `start` stops it
                 raise AgentError("the client closed the connection while the server started")
-            last = (log_tail(log_path, 1) or [""])[0]
             if said and said[-1] == (phase, last):  # (called every 0.25 s: only what changed)
                 return
             said.append((phase, last))
@@ -249,17 +303,17 @@ class SpecAgent:
         self.starting[key] = future
         stack = self.servers.enter_context(ExitStack())  # (before the thread enters the connection in it)
         try:
-            opening = connect(settings, profile, start_progress=progress)
+            opening = connect(settings, profile, report=progress)
             started = self.starter.submit(stack.enter_context, opening)
             connection = await asyncio.wrap_future(started)
         except BaseException as exc:
             future.set_exception(exc)
             future.exception()  # (retrieved: a second caller may never wait on it)
             if isinstance(exc, AgentError):
-                last = (log_tail(log_path, 1) or [""])[0]
+                last = last_log_line(profile)
                 # Clients show the message alone: it carries the log's last line, the likeliest reason.
                 said = _first_line(exc) + (f" (log: {last.strip()})" if last.strip() else "")
-                details = {"message": str(exc), "log": str(log_path), "log_last_line": last}
+                details = {"message": str(exc), "log": str(server_log(profile)), "log_last_line": last}
                 raise RequestError(-32000, said, details) from exc
             raise
         finally:
@@ -293,25 +347,66 @@ class SpecAgent:
         with contextlib.suppress(Exception):  # the client is gone: nothing to tell
             await coro
 
+    # ------------------------------------------------------------------ settings: modes and config options
     @staticmethod
-    def _modes(session: AcpSession) -> SessionModeState:
-        return SessionModeState(
-            current_mode_id=session.live.agent.permissions.mode,
-            available_modes=[
-                SessionMode(id=m, name=MODE_NAMES[m][0], description=MODE_NAMES[m][1]) for m in MODES
-            ],
+    def _modes(session: AcpSession) -> Any:
+        return pickers.modes(session.live.agent.permissions.mode)
+
+    @staticmethod
+    def _options(session: AcpSession) -> list:
+        live = session.live
+        return pickers.config_options(
+            live.profile, live.agent.permissions.mode, live.agent.actions.mode, session.workspace
         )
+
+    def _options_changed(self, session: AcpSession) -> None:
+        self._put(session, ConfigOptionUpdate(session_update="config_option_update",
+                                              config_options=self._options(session)))  # fmt: skip
 
     async def set_session_mode(self, session_id: str, mode_id: str, **_: Any) -> SetSessionModeResponse:
         session = self._session(session_id)
-        if mode_id not in MODES:
-            raise RequestError.invalid_params({"modeId": mode_id, "message": f"one of {', '.join(MODES)}"})
-        session.live.agent.permissions.mode = mode_id
-        session.live.recorder(Notice(f"approval mode: {mode_id} (set by the client)"))  # (the client knows)
-        await self._send(
-            session, CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode_id)
-        )
+        self._set_mode(session, mode_id, "modeId")
+        self._options_changed(session)  # (a client that shows the pickers sees the mode there too)
+        await self._flush(session)
         return SetSessionModeResponse()
+
+    def _set_mode(self, session: AcpSession, mode: str, field: str) -> None:
+        if mode not in MODES:
+            raise RequestError.invalid_params({field: mode, "message": f"one of {', '.join(MODES)}"})
+        session.live.agent.permissions.mode = mode
+        session.live.recorder(Notice(f"approval mode: {mode} (set by the client)"))  # (the client knows)
+        self._put(session, CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode))
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **_: Any
+    ) -> SetSessionConfigOptionResponse:
+        """A picker changed: the mode at once; the profile or the action protocol by reopening the session
+        on them (as /profile does), which the session's updates tell. The answer holds every option as
+        it now is (unchanged, with the reason in the updates, when the switch did not happen)."""
+        session = self._session(session_id)
+        if config_id == pickers.MODE:
+            self._set_mode(session, str(value), "value")
+        elif config_id in (pickers.PROFILE, pickers.ACTIONS):
+            if session.work is not None:
+                raise RequestError.invalid_request(
+                    {
+                        "sessionId": session_id,
+                        "message": f"a prompt is running: change the {config_id} after it",
+                    }
+                )
+            switch = self._switch_profile if config_id == pickers.PROFILE else self._switch_actions
+            said = await switch(session, str(value))
+            session = self.sessions.get(session_id, session)
+            self._put(session, acp.update_agent_message_text(said + "\n"))
+        else:
+            raise RequestError.invalid_params(
+                {
+                    "configId": config_id,
+                    "message": f"one of {pickers.PROFILE}, {pickers.MODE}, {pickers.ACTIONS}",
+                }
+            )
+        await self._flush(session)
+        return SetSessionConfigOptionResponse(config_options=self._options(session))
 
     def _session(self, session_id: str) -> AcpSession:
         session = self.sessions.get(session_id)
@@ -369,12 +464,11 @@ class SpecAgent:
         and what it says is the agent's answer."""
         live = session.live
         try:
-            if command.name == "profile":
-                said = (
-                    await self._switch_profile(session, argument)
-                    if argument
-                    else slash_commands.profiles_line(live.profile.name, session.workspace)
-                )
+            if command.name == "profile" and argument:
+                said = await self._switch_profile(session, argument)
+                self._options_changed(self.sessions.get(session.session_id, session))
+            elif command.name == "profile":
+                said = slash_commands.profiles_line(live.profile.name, session.workspace)
             elif command.name == "compact":
                 _, said = await slash_commands.compact(live.agent)
             elif command.name == "undo":
@@ -398,9 +492,9 @@ class SpecAgent:
         return Outcome("completed", said, 0)
 
     async def _switch_profile(self, session: AcpSession, name: str) -> str:
-        """/profile NAME: the other server is started first (this session goes on if it fails), then this
-        session continues on it as a resume of its own transcript (same id, history carried), and the
-        server it left is stopped when no session uses it and this process started it."""
+        """/profile NAME, or the profile picker: the other server is started first (this session goes on
+        where it was if it fails), then this session continues on it (`_reopen`), and the server it
+        left is stopped when no session uses it and this process started it."""
         live = session.live
         try:
             profile = get_profile(name, session.workspace)  # an unknown name raises, with the list
@@ -412,24 +506,50 @@ class SpecAgent:
             await self._connection(load_settings(session.workspace), profile)
         except RequestError as exc:  # it did not start: this session goes on where it was
             return f"{profile.name} did not start, so this session stays on {live.profile.name}: {exc}"
-        left, mode = live.connection, live.agent.permissions.mode
-        session.work = None  # (this very task: the close must not wait for it)
+        left = live.connection
+        reopened = await self._reopen(session, profile, session.actions)
+        await self._release(left)
+        if isinstance(reopened, str):
+            return reopened
+        return (
+            f"Switched to the profile {profile.name} ({reopened.live.model}); the conversation carries over. "
+            f"The server of {live.profile.name} was stopped if this session had started it."
+        )
+
+    async def _switch_actions(self, session: AcpSession, mode: str) -> str:
+        """The action-protocol picker: the session continues (`_reopen`) with the other protocol's system
+        prompt and tools, on the same server; the client's pick holds across profile switches."""
+        if mode not in protocols():
+            raise RequestError.invalid_params({"value": mode, "message": f"one of {', '.join(protocols())}"})
+        if mode == session.live.agent.actions.mode:
+            return f"The action protocol {mode} is in use already."
+        reopened = await self._reopen(session, session.live.profile, mode)
+        if isinstance(reopened, str):
+            return reopened
+        return f"The model now acts with {mode}; the conversation carries over."
+
+    async def _reopen(
+        self, session: AcpSession, profile: ServerProfile, actions: str | None
+    ) -> AcpSession | str:
+        """The session closed and opened again as a resume of its own transcript (same id, the history
+        carried, the client's approval mode kept) on `profile` with `actions`; what went wrong, if it
+        could not (session/load then brings it back)."""
+        mode = session.live.agent.permissions.mode
+        if session.work is asyncio.current_task():
+            session.work = None  # (a command's own task: the close must not wait for it)
         await self._flush(session)  # what this session said so far, before its sender stops
         await self._close(session)
         self.sessions.pop(session.session_id, None)
         record = load_session(state_dir(), session.session_id)
         try:
             reopened = await self._open(
-                session.workspace, session.client_mcp, resume=record, profile_name=profile.name, approval=mode
-            )
+                session.workspace, session.client_mcp, resume=record, profile=profile, approval=mode,
+                actions=actions,
+            )  # fmt: skip
         except RequestError as exc:
             return f"The session could not go on with {profile.name}: {exc}. session/load brings it back."
         self._release_held(reopened)
-        await self._release(left)
-        return (
-            f"Switched to the profile {profile.name} ({reopened.live.model}); the conversation carries over. "
-            f"The server of {live.profile.name} was stopped if this session had started it."
-        )
+        return reopened
 
     async def cancel(self, session_id: str, **_: Any) -> None:
         session = self.sessions.get(session_id)
@@ -516,8 +636,9 @@ class SpecAgent:
                 session.outbox.task_done()
 
     # ------------------------------------------------------------------ closing
-    async def _close(self, session: AcpSession) -> None:
-        """Finish the recorded session ("interrupted" when its last prompt was cut off) and close it."""
+    async def _close(self, session: AcpSession, why: str = "") -> None:
+        """Finish the recorded session ("interrupted" when its last prompt was cut off) and close it;
+        `why`, when given, is recorded before the end."""
         if session.closed:
             return
         session.closed = True
@@ -525,6 +646,8 @@ class SpecAgent:
         if session.work is not None:
             session.work.cancel()
             await asyncio.gather(session.work, return_exceptions=True)
+        if why and not session.live.finished:
+            session.live.recorder(Notice(why))  # (the transcript's: the client knows)
         if not session.live.finished:
             session.live.finish(outcome)
         await session.stack.aclose()
@@ -542,6 +665,20 @@ class SpecAgent:
         await asyncio.to_thread(self.servers.close)
         self.connections.clear()
         self.server_stacks.clear()
+
+
+def _info(summary: SessionSummary) -> SessionInfo:
+    updated = datetime.fromtimestamp(summary.updated, UTC).isoformat(timespec="seconds")
+    return SessionInfo(
+        session_id=summary.session_id, cwd=summary.workspace, title=summary.title or None, updated_at=updated
+    )
+
+
+def _recorded(session_id: str) -> SessionRecord:
+    try:
+        return load_session(state_dir(), session_id)
+    except AgentError as exc:
+        raise RequestError.resource_not_found(session_id) from exc
 
 
 def _first_line(exc: BaseException) -> str:

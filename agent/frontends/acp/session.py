@@ -46,6 +46,7 @@ class AcpSession:
     calls: dict[str, CallView] = field(default_factory=dict)
     held: list[str] = field(default_factory=list)  # notices from before the client knew the session
     client_mcp: list = field(default_factory=list)  # the client's MCP servers, for a reopening (/profile)
+    actions: str | None = None  # the action protocol the client picked (None: the profile's)
     check_call: str = ""  # the tool call showing the check that runs now
     check_rounds_left: int = 0  # how many more failures of that check go back to the model
     closed: bool = False

@@ -69,8 +69,11 @@ async def serve(agent: SpecAgent) -> bool:
     # Clients end an agent with SIGTERM shortly after closing its stdin (acpx after 100 ms, the SDK's
     # client after 2 s): it ends the session as a closed stdin does, servers stopped and transcripts whole.
     # The observer is told of each message once written: the agent's commands follow the response that
-    # opened their session (agent.py).
-    serving = asyncio.ensure_future(acp.run_agent(agent, wire, observers=[agent.observe]))
+    # opened their session (agent.py). session/resume and session/close are stable in the protocol since
+    # 2026, but the SDK (0.12) still routes them only with `use_unstable_protocol`.
+    serving = asyncio.ensure_future(
+        acp.run_agent(agent, wire, observers=[agent.observe], use_unstable_protocol=True)
+    )
     terminated = False
 
     def on_sigterm() -> None:

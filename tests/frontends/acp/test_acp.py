@@ -128,6 +128,8 @@ def test_initialize_names_the_agent_and_its_capabilities(tmp_path):
     assert reply.agent_info.name == "spec-agent" and reply.agent_info.version
     caps = reply.agent_capabilities
     assert caps.load_session and caps.mcp_capabilities.http and caps.prompt_capabilities.embedded_context
+    sessions = caps.session_capabilities  # session/list, /resume and /close (tests: test_acp_sessions.py)
+    assert sessions.list is not None and sessions.resume is not None and sessions.close is not None
 
 
 def test_a_prompt_streams_reasoning_a_tool_call_and_the_answer_and_is_recorded(tmp_path, isolated_state):
