@@ -88,7 +88,7 @@ def aider_command(
 
 
 def agent_command(task_dir: Path, workdir: Path, base_url: str) -> list[str]:
-    """What agent.frontends.measure.suite.run_task runs (for --dry-run)."""
+    """What agent.frontends.measure.suite.run_suite_task runs (for --dry-run)."""
     task_file = str((task_dir / "task.md").resolve())
     return [sys.executable, "-m", "agent", "run", task_file, "--workdir", str(workdir), "--json",
             "--approval", "full-auto", "--base-url", base_url, *AGENT_ARGS]  # fmt: skip
@@ -152,7 +152,7 @@ def run_aider(aider: Path, model: str, base_url: str, task_dir: Path, workdir: P
 
 
 def run_agent(base_url: str, task_dir: Path, workdir: Path, timeout: float) -> dict:
-    result = suite.run_task(task_dir, workdir, ["--base-url", base_url, *AGENT_ARGS], timeout)
+    result = suite.run_suite_task(task_dir, workdir, ["--base-url", base_url, *AGENT_ARGS], timeout)
     solved, error = verdict(load_task(task_dir / "task.md").spec.check, workdir, result.exit_code)
     return {
         **result.to_dict(), "harness": "agent", "solved": solved, "agent_solved": result.solved,

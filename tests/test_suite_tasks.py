@@ -34,7 +34,7 @@ from agent.events import (
 from agent.frontends.headless import Printer
 from agent.frontends.measure.suite import (
     TIMED_OUT,
-    TaskResult,
+    TaskScore,
     discover,
     format_table,
     parse_events,
@@ -43,7 +43,7 @@ from agent.frontends.measure.suite import (
     result_from_events,
     run_in_group,
     run_suite,
-    run_task,
+    run_suite_task,
 )
 from agent.session.taskfile import check_command_exists, load_task
 from agent.store.telemetry import TurnStats, summarise_turns
@@ -253,7 +253,7 @@ def test_a_finished_session_gives_its_summary_figures(capsys):
     events = parse_events("not json\n" + recorded_run(capsys))
     assert events[0]["type"] == "session.started" and events[-1]["type"] == "session.finished"
     result = result_from_events("hello", events, 0, 31.5)
-    assert result == TaskResult(
+    assert result == TaskScore(
         name="hello", solved=True, exit_code=0, turns=2, seconds=31.5, output_tokens=150, gen_tok_s=21.0,
         acceptance=0.5, cache_reuse=0.475, session_id="20250101-abcdef", error="", checks=1,
     )  # fmt: skip
@@ -294,10 +294,10 @@ def test_with_attempts_the_winners_session_and_the_applied_change_count(capsys):
 def test_format_table_has_a_column_group_per_label_and_the_solved_count():
     results = {
         "coder-ngram": [
-            TaskResult("cli-flag", True, 0, turns=3, seconds=52, gen_tok_s=20.4, cache_reuse=0.91),
-            TaskResult("hello", False, 1, turns=8, seconds=301, gen_tok_s=19.0, acceptance=0.45),
+            TaskScore("cli-flag", True, 0, turns=3, seconds=52, gen_tok_s=20.4, cache_reuse=0.91),
+            TaskScore("hello", False, 1, turns=8, seconds=301, gen_tok_s=19.0, acceptance=0.45),
         ],
-        "coder/blocks": [TaskResult("hello", True, 0, turns=1, seconds=12, gen_tok_s=44)],
+        "coder/blocks": [TaskScore("hello", True, 0, turns=1, seconds=12, gen_tok_s=44)],
     }
     lines = format_table(results).splitlines()
     assert "coder-ngram" in lines[0] and "coder/blocks" in lines[0]
@@ -378,7 +378,7 @@ def test_a_task_whose_check_keeps_failing_is_not_solved(tmp_path):
     script = [write("hello.py", 'print("Hello")\n'), {"content": "Done."}]
     with ScriptedServer(script, default={"content": "Done."}) as server:
         workdir = prepare_workdir(TASKS["hello"], tmp_path)
-        result = run_task(TASKS["hello"], workdir, ["--base-url", server.url], timeout=120)
+        result = run_suite_task(TASKS["hello"], workdir, ["--base-url", server.url], timeout=120)
     assert not result.solved and result.exit_code == 1
     assert result.checks >= 1 and result.error.startswith("check failed (exit 1)")
 
@@ -388,6 +388,6 @@ def test_a_task_past_the_suite_timeout_is_stopped_and_reported(tmp_path):
     slow = {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 30"}}]}
     with ScriptedServer(default=slow) as server:
         workdir = prepare_workdir(TASKS["hello"], tmp_path)
-        result = run_task(TASKS["hello"], workdir, ["--base-url", server.url], timeout=3)
+        result = run_suite_task(TASKS["hello"], workdir, ["--base-url", server.url], timeout=3)
     assert not result.solved and result.exit_code == TIMED_OUT
     assert result.error == "stopped by the suite after 3 s"

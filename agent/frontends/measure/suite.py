@@ -49,7 +49,10 @@ SETUP_ALLOWANCE = 120.0  # seconds past a task's own time_limit: start-up, the l
 
 
 @dataclass
-class TaskResult:
+class TaskScore:
+    """How one task of the suite went: solved or not, and what it cost (`agent run`'s own outcome is a
+    session.task_run.TaskResult, inside the run this was measured from)."""
+
     name: str
     solved: bool
     exit_code: int
@@ -69,7 +72,7 @@ class TaskResult:
         return {**asdict(self), "seconds": round(self.seconds, 2)}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TaskResult:
+    def from_dict(cls, data: dict[str, Any]) -> TaskScore:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 
@@ -279,9 +282,9 @@ def _git(workdir: Path, *args: str) -> None:
         raise AgentError(f"`git {' '.join(args)}` failed in {workdir}", str(output).strip()) from exc
 
 
-def run_task(
+def run_suite_task(
     task_dir: Path, workdir: Path, agent_args: list[str], timeout: float | None = None
-) -> TaskResult:
+) -> TaskScore:
     """One task as `agent run --json` in `workdir`; `timeout` defaults to the task's time_limit + 2 min."""
     task_file = (task_dir / "task.md").resolve()
     if timeout is None:
@@ -364,7 +367,7 @@ def parse_events(stdout: str) -> list[dict[str, Any]]:
 
 def result_from_events(
     name: str, events: list[dict[str, Any]], exit_code: int, seconds: float, stderr: str = ""
-) -> TaskResult:
+) -> TaskScore:
     """What one run did, from its events: the last `session.finished` summary when the run got that
     far, else the `turn.completed` stats it left (a crash or a kill)."""
     by_type: dict[str, list[dict[str, Any]]] = {}
@@ -387,7 +390,7 @@ def result_from_events(
         summary = {**summary, "changes": attempts[-1].get("changes") or []}
     check = summary.get("check")
     solved = exit_code == 0 and finished is not None and (check is None or bool(check.get("passed")))
-    return TaskResult(
+    return TaskScore(
         name=name,
         solved=solved,
         exit_code=exit_code,
@@ -430,8 +433,8 @@ def run_suite(
     out: Path | None = None,
     *,
     timeout: float | None = None,
-    progress: Callable[[TaskResult], None] | None = None,
-) -> list[TaskResult]:
+    progress: Callable[[TaskScore], None] | None = None,
+) -> list[TaskScore]:
     """Each task in turn, each in a fresh workdir under `workroot` (default: a new temporary folder,
     kept for a look at what the model did). With `out`, one JSON line per task is appended there as
     soon as it is done. `progress` gets each result as it comes."""
@@ -448,7 +451,7 @@ def run_suite(
     results = []
     for task_dir in tasks:
         workdir = prepare_workdir(task_dir, workroot)
-        result = run_task(task_dir, workdir, agent_args, timeout)
+        result = run_suite_task(task_dir, workdir, agent_args, timeout)
         results.append(result)
         if out is not None:
             record = {**result.to_dict(), "agent_args": agent_args, "workdir": str(workdir)}
@@ -459,16 +462,16 @@ def run_suite(
     return results
 
 
-def read_results(path: Path) -> list[TaskResult]:
+def read_results(path: Path) -> list[TaskScore]:
     """The results `run_suite` appended to `path`."""
     lines = path.read_text(encoding="utf-8").splitlines()
-    return [TaskResult.from_dict(json.loads(line)) for line in lines if line.strip()]
+    return [TaskScore.from_dict(json.loads(line)) for line in lines if line.strip()]
 
 
 _COLUMNS = ("result", "turns", "time", "tok/s", "draft", "cache")
 
 
-def _cells(result: TaskResult | None) -> list[str]:
+def _cells(result: TaskScore | None) -> list[str]:
     if result is None:
         return ["–", "", "", "", "", ""]
 
@@ -486,7 +489,7 @@ def _cells(result: TaskResult | None) -> list[str]:
     ]
 
 
-def format_table(results: dict[str, list[TaskResult]]) -> str:
+def format_table(results: dict[str, list[TaskScore]]) -> str:
     """Tasks as rows, one group of columns per label (a profile, a mode), and 'solved 7/12' per group."""
     k = len(_COLUMNS)
     names = list(dict.fromkeys(r.name for group in results.values() for r in group))

@@ -348,12 +348,12 @@ def test_a_profile_named_twice_is_refused(isolated_state, capsys):
 
 def test_suite_line_sums_a_profiles_tasks():
     from agent.frontends.measure.bench_modes import suite_line
-    from agent.frontends.measure.suite import TaskResult
+    from agent.frontends.measure.suite import TaskScore
 
     rows = [
-        TaskResult("a", True, 0, turns=2, seconds=30, output_tokens=200, gen_tok_s=20.0, cache_reuse=0.9),
-        TaskResult("b", False, 1, turns=5, seconds=100, output_tokens=900, gen_tok_s=10.0, acceptance=0.5),
-        TaskResult("c", True, 0, turns=1, seconds=10, output_tokens=50, gen_tok_s=30.0, cache_reuse=0.7),
+        TaskScore("a", True, 0, turns=2, seconds=30, output_tokens=200, gen_tok_s=20.0, cache_reuse=0.9),
+        TaskScore("b", False, 1, turns=5, seconds=100, output_tokens=900, gen_tok_s=10.0, acceptance=0.5),
+        TaskScore("c", True, 0, turns=1, seconds=10, output_tokens=50, gen_tok_s=30.0, cache_reuse=0.7),
     ]
     assert suite_line("coder", rows) == (
         "coder: solved 2/3, 140 s in all (20 s per solved task), 8 turns, 1150 tokens, median 20.0 tok/s, "
