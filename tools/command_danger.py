@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from tools import protected
-from tools.shell import SHELLS, SimpleCommand, Word, parse
+from tools.shell_parser import SHELLS, SimpleCommand, Word, parse
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ Modes: `ask` (reads run, the rest asks), `auto-edit` (file edits run too, comman
 (everything runs) and `read-only` (only reads run). Rules from the settings refine that per tool with
 glob patterns; `git push *` also matches a bare `git push`.
 
-A command line is judged command by command (tools/shell.py finds each simple command, wherever it
+A command line is judged command by command (tools/shell_parser.py finds each simple command, wherever it
 hides). Every command must be allowed for the line to run; the most restrictive verdict wins
 (deny > ask > allow). Between rules that match one command, the most specific (the longest literal
 text) decides, so `ask: git push *` beats `allow: git *`. Dangerous commands (tools/command_danger.py:
@@ -30,7 +30,7 @@ from typing import Literal
 
 from tools import protected
 from tools.command_danger import FORK_BOMB, CommandPlace, command_danger, reads_only
-from tools.shell import ParsedLine, SimpleCommand, parse
+from tools.shell_parser import ParsedLine, SimpleCommand, parse
 
 Decision = Literal["allow", "ask", "deny"]
 MODES = ("ask", "auto-edit", "full-auto", "read-only")

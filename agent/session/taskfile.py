@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from agent.errors import ConfigError
 from agent.settings.config import ApprovalMode, describe_validation_error
 from tools.mcp import parse_servers
-from tools.shell import parse
+from tools.shell_parser import parse
 
 
 class SamplingOverrides(BaseModel):
@@ -152,7 +152,7 @@ SHELL_WORDS = frozenset({
 
 def check_command_exists(command: str, workdir: Path) -> None:
     """A check whose program cannot be found is a mistake in the task file: say so before working."""
-    # Read as bash reads it (tools/shell.py): a check that is a heredoc script may hold an apostrophe
+    # Read as bash reads it (tools/shell_parser.py): a check that is a heredoc script may hold an apostrophe
     # in its Python (`# it's`), which shlex took for an unclosed quote and refused the task.
     parsed = parse(command)
     if parsed.unreadable:

@@ -8,7 +8,7 @@ import pytest
 
 from tools.command_danger import danger, read_only_command
 from tools.permissions import Permissions, Rules
-from tools.shell import parse
+from tools.shell_parser import parse
 
 WS = Path("/work/project")
 
