@@ -1,4 +1,6 @@
-"""What each slash command does, on the running app. The table of commands is in `commands.py`."""
+"""What each slash command does, on the running app. The table of commands, and what the commands every
+front end runs alike do, are the session layer's (agent/session/slash_commands.py); /help's text is
+help.py's."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from rich.syntax import Syntax
 from textual.widgets import Static
 
 from agent.errors import AgentError
-from agent.frontends.tui import commands
+from agent.frontends.tui.help import help_text
 from agent.frontends.tui.session import InteractiveSession
 from agent.frontends.tui.widgets.confirm import Confirm
 from agent.frontends.tui.widgets.conversation import Conversation
@@ -55,8 +57,8 @@ NOT_WHILE_BUSY = {"clear", "compact", "undo", "resume", "profile", "restart"}
 
 async def run(app: SlashHost, line: str) -> None:
     try:
-        command, argument = commands.parse(line)
-    except commands.UnknownCommand as exc:
+        command, argument = slash_commands.parse(line)
+    except slash_commands.UnknownCommand as exc:
         await app.conversation.notice(str(exc), "error")
         return
     if command.name in NOT_WHILE_BUSY and app.busy:
@@ -74,7 +76,7 @@ async def run(app: SlashHost, line: str) -> None:
 
 
 async def _help(app: SlashHost, _arg: str) -> None:
-    await app.conversation.add(Static(commands.help_text(), classes="notice help"))
+    await app.conversation.add(Static(help_text(), classes="notice help"))
 
 
 async def _profile(app: SlashHost, name: str) -> None:

@@ -98,7 +98,7 @@ async def test_resume_of_an_unknown_id_says_so_and_keeps_the_session(tmp_path):
 
 
 async def test_help_lists_every_command(tmp_path):
-    from agent.frontends.tui.commands import COMMANDS
+    from agent.session.slash_commands import COMMANDS
 
     with ScriptedServer() as server:
         app = make_app(git_workspace(tmp_path / "ws"), base_url=server.url)

@@ -16,8 +16,8 @@ from textual import events
 from textual.message import Message
 from textual.widgets import TextArea
 
-from agent.frontends.tui import commands
 from agent.frontends.tui.widgets.completion_menu import CompletionMenu
+from agent.session import slash_commands
 from agent.store.redact import redact
 
 HISTORY_LIMIT = 500
@@ -121,11 +121,11 @@ class PromptInput(TextArea):
     def candidates(self) -> list[tuple[str, str]]:
         text = self.text
         if text.startswith("/") and "\n" not in text and " " not in text:
-            if text[1:] in commands.BY_NAME:
+            if text[1:] in slash_commands.BY_NAME:
                 return []  # complete already
             return [
                 (f"/{c.name}", f"/{(c.name + ' ' + c.argument).strip():<18} {c.help}")
-                for c in commands.completions(text)
+                for c in slash_commands.completions(text)
             ]
         before = self.document.get_text_range((0, 0), self.cursor_location)
         match = re.search(r"(?:^|\s)@([^\s@]*)$", before)
@@ -142,7 +142,7 @@ class PromptInput(TextArea):
         if value is None:
             return
         if value.startswith("/"):
-            command = commands.BY_NAME[value[1:]]
+            command = slash_commands.BY_NAME[value[1:]]
             self.load_text(value + (" " if command.argument else ""))
             self.move_cursor(self.document.end)
             return

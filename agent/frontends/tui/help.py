@@ -1,17 +1,9 @@
-"""Slash commands in the TUI: the keys beside them, and /help's text. The table of commands, how a typed
-line is read and what the shared ones do are the session layer's (agent/session/slash_commands.py), so
-that completion, /help and editors (ACP) read one table."""
+"""/help in the TUI: each command (from the session layer's table, agent/session/slash_commands.py,
+which completion and editors read too) and the keys beside them."""
 
 from __future__ import annotations
 
-from agent.session.slash_commands import (  # noqa: F401 (the TUI's names for them)
-    BY_NAME,
-    COMMANDS,
-    SlashCommand,
-    UnknownCommand,
-    completions,
-    parse,
-)
+from agent.session.slash_commands import COMMANDS
 
 KEYS_HELP = [
     ("Enter", "send"),
