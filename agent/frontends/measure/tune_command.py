@@ -44,7 +44,6 @@ from agent.frontends.measure.tune_setups import (
     terminal_chart,
     tuned_name,
     tuned_profile_text,
-    write_atomically,
     write_setup_file,
 )
 from agent.server import machine_paths
@@ -54,6 +53,7 @@ from agent.server.profiles import ServerProfile, get_profile
 from agent.session.connect import connect
 from agent.settings.config import Settings, config_dir, state_dir
 from agent.store.telemetry import parse_server_counters, position_line
+from tools.text_files import write_atomically
 
 
 def cmd_tune(args: Namespace, settings: Settings) -> int:

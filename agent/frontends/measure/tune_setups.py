@@ -14,10 +14,8 @@ reaches the very server the tune started.
 
 from __future__ import annotations
 
-import os
 import re
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -269,21 +267,6 @@ def _x(value: float | None) -> str:
 
 def _p(value: float | None) -> str:
     return f"{value:.0%}" if value is not None else "-"
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Whole or not at all: a temporary file beside it, then a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_setup_file(folder: Path, profile: ServerProfile) -> Path:

@@ -21,12 +21,12 @@ from agent.frontends.measure.tune_setups import (
     setup_profile,
     sweep,
     tuned_profile_text,
-    write_atomically,
 )
 from agent.server.profiles import get_profile, load_profile_file
 from agent.session.connect import pick_auto, resolve_profile
 from agent.settings.config import Settings
 from agent.store.measurements import measured_here, record, store_path
+from tools.text_files import write_atomically
 
 UPSTREAM_TYPES = ("none", "draft-simple", "draft-dflash", "ngram-simple", "ngram-mod", "ngram-cache")
 
