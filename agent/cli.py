@@ -177,6 +177,11 @@ def _server_commands(commands: argparse._SubParsersAction) -> None:
         "of the bench prompts, at temperature 0 with each recorded answer's length",
     )  # fmt: skip
     tune.add_argument("--last", type=int, metavar="N", help="with --from-sessions: the newest N sessions")
+    tune.add_argument(
+        "--setup", action="append", metavar="LABEL",
+        help="only this setup, as the sweep labels it ('none', 'ngram-mod n16', 'draft-simple,ngram-mod n8'); "
+        "repeatable",
+    )  # fmt: skip
     tune.add_argument("--out", metavar="DIR", help="results.json and the chart (default: the state dir)")
 
     status = server_cmds.add_parser("status", help="the servers we started, from any terminal")

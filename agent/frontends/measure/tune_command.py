@@ -33,6 +33,7 @@ from agent.frontends.measure.tune_setups import (
     NGRAM_LENGTHS,
     SCHEMA,
     Budget,
+    Setup,
     SetupResult,
     add_speedups,
     best,
@@ -108,6 +109,8 @@ def _tune(args: Namespace, settings: Settings) -> int:
         _lengths(args.lengths, DRAFT_LENGTHS), _lengths(args.ngram_lengths, NGRAM_LENGTHS),
         type_list=caps.takes_type_list,
     )  # fmt: skip
+    if args.setup:
+        setups = _chosen(setups, args.setup)
     if sessions:
         what = f"{sum(len(s.requests) for s in sessions)} requests of {len(sessions)} recorded sessions"
     elif tasks:
@@ -288,6 +291,18 @@ def _counters(endpoint: Endpoint) -> dict[str, float]:
         return {}
 
 
+def _chosen(setups: list[Setup], labels: list[str]) -> list[Setup]:
+    """The setups named by --setup, in the sweep's order (the baseline first when it is named)."""
+    known = {s.label for s in setups}
+    if unknown := [label for label in labels if label not in known]:
+        raise AgentError(
+            f"no setup {', '.join(repr(u) for u in unknown)} in this profile's sweep",
+            f"Its setups: {', '.join(s.label for s in setups)}.",
+            "Name them as listed (quote the ones with spaces), or change --lengths / --ngram-lengths.",
+        )
+    return [s for s in setups if s.label in labels]
+
+
 def _clock(seconds: float) -> str:
     return f"{int(seconds) // 60}:{int(seconds) % 60:02d}"
 
@@ -324,6 +339,7 @@ def _document(args: Namespace, profile: ServerProfile, binary: str, results: lis
             "tasks": args.tasks,
             "from_sessions": args.from_sessions,
             "last": args.last,
+            "setups": args.setup,
         },
         "results": [r.to_dict() for r in results],
         "best": chosen.setup.label if chosen else None,

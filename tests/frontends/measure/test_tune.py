@@ -309,3 +309,16 @@ def test_with_a_comma_list_the_draft_model_also_runs_joined_by_each_ngram_type()
     argv = combined.server_args("m.gguf", "d.gguf", None)
     assert argv[argv.index("--spec-type") + 1] == "draft-simple,ngram-mod"
     assert argv[argv.index("--spec-draft-n-max") + 1] == "4" and "--spec-draft-model" in argv
+
+
+def test_setup_picks_setups_by_their_sweep_labels_and_names_the_ones_it_has_when_one_is_unknown():
+    from agent.errors import AgentError
+    from agent.frontends.measure.tune_command import _chosen
+
+    setups = sweep(get_profile("coder-draft"), UPSTREAM_TYPES, accepts_all, (8,), (16,), type_list=True)
+    picked = _chosen(setups, ["draft-simple,ngram-mod n8", "none", "ngram-mod n16"])
+    assert [s.label for s in picked] == ["none", "ngram-mod n16", "draft-simple,ngram-mod n8"]  # sweep order
+    with pytest.raises(AgentError) as refused:
+        _chosen(setups, ["none", "ngram-mod n32"])
+    assert "no setup 'ngram-mod n32'" in str(refused.value)
+    assert "ngram-mod n16" in refused.value.why  # what there is to pick from
