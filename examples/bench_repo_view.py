@@ -20,6 +20,7 @@ from pathlib import Path
 from agent.core.context import CHARS_PER_TOKEN, ContextWindow
 from agent.core.prompt import system_prompt
 from agent.core.repomap import repository_view
+from agent.core.task_message import files_budget, recent_files, task_message
 from agent.core.workbench import Workbench
 from agent.frontends.measure.suite import discover, prepare_workdir
 from agent.protocols.base import fence_for
@@ -43,10 +44,10 @@ def main() -> None:
             context = ContextWindow(args.n_ctx, args.reserve)
             workbench = Workbench(workdir)
             started = time.perf_counter()
-            message = workbench.task_message(body, make_actions("blocks", workdir), context)
+            message = task_message(workbench, body, make_actions("blocks", workdir), context)
             seconds = time.perf_counter() - started
-            budget = workbench.files_budget(body, context, len(system_prompt(workdir, "blocks")))
-            view = repository_view(workdir, body, budget, fence_for, workbench.recent_files())
+            budget = files_budget(body, context, len(system_prompt(workdir, "blocks")))
+            view = repository_view(workdir, body, budget, fence_for, recent_files(workbench))
             first = len(system_prompt(workdir, "blocks")) + len(message)
             files = sum(1 for p in workdir.rglob("*") if p.is_file() and ".git" not in p.parts)
             rows.append({

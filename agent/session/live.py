@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.core.build_agent import build_agent
 from agent.core.checks import CheckResult, work_until_checked
 from agent.core.history import repair_history
 from agent.core.llm import ModelClient
 from agent.core.loop import Agent, Approver, Limits, Outcome
 from agent.core.prompt import system_prompt
-from agent.core.workbench import Workbench, build_agent, changes_lines, mcp_configs, start_mcp
+from agent.core.task_message import task_message
+from agent.core.workbench import Workbench, changes_lines
 from agent.errors import ConfigError
 from agent.events import Compacted, ErrorEvent, Event, Notice, SessionFinished, SessionStarted
 from agent.protocols.base import ActionsMode
@@ -32,6 +34,7 @@ from agent.server.build import Progress
 from agent.server.lifecycle import StartProgress
 from agent.server.profiles import ServerProfile
 from agent.session.connect import Connection, connect, draft_recovery
+from agent.session.mcp_servers import mcp_configs, start_mcp
 from agent.settings.config import Settings, load_settings, state_dir, untrusted_check
 from agent.settings.trust import untrusted_notice
 from agent.store.lock import AgentLocks
@@ -100,7 +103,7 @@ class LiveSession:
         typed = text if typed is None else typed
         settings = self._prompt_settings()
         first = len(agent.messages) <= 1  # the system prompt alone: a new (or cleared) conversation
-        message = workbench.task_message(text, agent.actions, agent.context) if first else text
+        message = task_message(workbench, text, agent.actions, agent.context) if first else text
         workbench.task_start = None  # the changes and the auto-commit take only what this prompt does
         self.interrupted = False
         if not settings.check:

@@ -21,12 +21,13 @@ from typing import Any, Literal
 
 from agent.core.checks import CheckResult, last_check, work_until_checked
 from agent.core.loop import Limits, Outcome
-from agent.core.workbench import mcp_configs
+from agent.core.task_message import task_message
 from agent.errors import ConfigError
 from agent.events import ErrorEvent, Event, Notice
 from agent.server.profiles import ServerProfile
 from agent.session.connect import session_profile
 from agent.session.live import LiveSession, SessionSetup, open_session
+from agent.session.mcp_servers import mcp_configs
 from agent.session.taskfile import Task, TaskSpec, check_command_exists, load_task
 from agent.settings.config import Settings, load_settings, state_dir
 from agent.store.transcripts import SessionRecord, load_session
@@ -105,7 +106,7 @@ class PreparedTask:
         when the session ended on the model's answer, RESUME_PROMPT."""
         agent = live.agent
         if self.task:
-            return live.workbench.task_message(self.task.body, agent.actions, agent.context)
+            return task_message(live.workbench, self.task.body, agent.actions, agent.context)
         if agent.messages[-1]["role"] == "assistant" and not agent.messages[-1].get("tool_calls"):
             # The session ended on the model's answer: sent as it is, a server continues that answer
             # (llama.cpp takes a last assistant message as a prefix), the transcript gets two answers

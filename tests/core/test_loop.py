@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from agent.core.build_agent import build_agent
 from agent.core.context import SUMMARY_INSTRUCTION
 from agent.core.llm import Endpoint, ModelClient
 from agent.core.loop import Limits
-from agent.core.workbench import Workbench, build_agent
+from agent.core.task_message import task_message
+from agent.core.workbench import Workbench
 from agent.events import ApprovalAnswer, ApprovalRequested, Compacted, ErrorEvent, Event, ToolFinished
 from agent.settings.config import Settings
 from tests.scripted_server import ScriptedServer
@@ -50,7 +52,7 @@ class Run:
             Settings(approval=self.approval), workbench, client, self.events.append, self.approve, **self.kw
         )
         try:
-            return await self.agent.run(workbench.task_message(task, self.agent.actions, self.agent.context))
+            return await self.agent.run(task_message(workbench, task, self.agent.actions, self.agent.context))
         finally:
             await client.close()
 

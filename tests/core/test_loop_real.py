@@ -6,9 +6,11 @@ import itertools
 
 import pytest
 
+from agent.core.build_agent import build_agent
 from agent.core.llm import ModelClient
 from agent.core.loop import Limits
-from agent.core.workbench import Workbench, build_agent
+from agent.core.task_message import task_message
+from agent.core.workbench import Workbench
 from agent.events import ErrorEvent, ToolFinished, TurnCompleted
 from agent.server.profiles import get_profile
 from agent.session.connect import endpoint_for
@@ -24,7 +26,7 @@ async def session(server, workspace, tool_choice: str, tasks: list[str], max_tur
     agent = await build_agent(Settings(approval="full-auto"), workbench, client, events.append, None,
                               limits=Limits(max_turns=max_turns), tool_choice=tool_choice)  # fmt: skip
     agent.request_overrides = {"temperature": 0}  # greedy: the same (malformed) calls on every run
-    outcomes = [await agent.run(workbench.task_message(task)) for task in tasks]
+    outcomes = [await agent.run(task_message(workbench, task)) for task in tasks]
     await client.close()
     return outcomes, events
 

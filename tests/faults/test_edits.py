@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from agent.core.workbench import default_tools
+from agent.core.build_agent import default_tools
 from agent.events import ToolFinished
 from tests.core.test_loop import Run, call, git_repo
 from tests.scripted_server import ScriptedServer

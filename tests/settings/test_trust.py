@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from agent.cli import main
-from agent.core.workbench import mcp_configs
 from agent.errors import ConfigError
 from agent.server.profiles import get_profile, load_profiles
+from agent.session.mcp_servers import mcp_configs
 from agent.settings.config import load_settings
 from agent.settings.trust import (
     is_trusted,

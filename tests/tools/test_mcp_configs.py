@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from agent.core.workbench import start_mcp
 from agent.events import Notice
+from agent.session.mcp_servers import start_mcp
 from tests.mcp_servers import DEMO, PROBE, served
 from tools.base import ToolRegistry, clean_schema
 from tools.mcp import MCPServerConfig, MCPServers, parse_servers
@@ -94,8 +94,8 @@ async def test_a_missing_variable_names_the_server_the_key_and_the_variable(tmp_
 
 @pytest.mark.slow
 async def test_unknown_keys_are_a_warning_and_the_server_still_starts(tmp_path):
-    from agent.core.workbench import start_mcp
     from agent.events import Notice
+    from agent.session.mcp_servers import start_mcp
 
     configs = parse_servers(
         {

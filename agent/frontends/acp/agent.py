@@ -75,7 +75,6 @@ from acp.schema import (
 from agent import __version__
 from agent.core.llm import LLMError
 from agent.core.loop import Limits, Outcome
-from agent.core.workbench import mcp_configs
 from agent.errors import AgentError, ConfigError
 from agent.events import (
     ApprovalAnswer,
@@ -93,6 +92,7 @@ from agent.server.profiles import ServerProfile, get_profile
 from agent.session import slash_commands
 from agent.session.connect import Connection, connect, last_log_line, server_log, session_profile
 from agent.session.live import SessionSetup, open_session
+from agent.session.mcp_servers import mcp_configs
 from agent.session.slash_commands import EDITOR_COMMANDS, SlashCommand
 from agent.settings.config import Settings, load_settings, state_dir
 from agent.store.transcripts import SessionRecord, SessionSummary, load_session, recorded_sessions

@@ -9,9 +9,9 @@ import json
 from argparse import Namespace
 from pathlib import Path
 
-from agent.core.workbench import mcp_configs
 from agent.errors import AgentError
 from agent.frontends import console
+from agent.session.mcp_servers import mcp_configs
 from agent.settings.config import Settings, state_dir
 from agent.settings.trust import is_trusted, warn_untrusted
 from tools.mcp import MCPServerConfig, MCPServers, result_text

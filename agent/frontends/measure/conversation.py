@@ -10,6 +10,7 @@ from typing import Any
 
 from agent.core.llm import Endpoint
 from agent.core.loop import Agent, Limits
+from agent.core.task_message import task_message
 from agent.events import Event, TurnStarted
 from agent.session.connect import Connection
 from agent.session.live import SessionSetup, open_session
@@ -170,7 +171,7 @@ async def run_conversation(
             for prompt in prompts.values():
                 began, before = time.monotonic(), len(recorder.stats)
                 starts.clear()
-                await agent.run(live.workbench.task_message(prompt, agent.actions, agent.context))
+                await agent.run(task_message(live.workbench, prompt, agent.actions, agent.context))
                 tasks.append((began, list(starts), time.monotonic(), recorder.stats[before:]))
             costs = request_costs(tasks)
             # the requests' own message lists, in order, for those that completed

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.core.build_agent import default_tools
 from agent.core.history import history_arguments
 from agent.core.llm import Completion, Endpoint, ModelClient
 from agent.core.prompt import system_prompt
-from agent.core.workbench import default_tools
 from agent.errors import AgentError
 from agent.frontends.measure.bench_prompts import whole_answers
 from agent.frontends.measure.turn_kinds import KINDS, turn_kind

@@ -1,0 +1,65 @@
+"""The task message: a prompt as the model gets it first, with the environment note (the folder, git's
+state) and, where the action protocol shows the repository, its files cut to what the context has room
+for once the cached prefix and the task are in, the protocol's reminder last."""
+
+from __future__ import annotations
+
+from agent.core.context import CHARS_PER_TOKEN, ContextWindow
+from agent.core.prompt import system_prompt, user_message
+from agent.core.repomap import repository_view
+from agent.core.workbench import Workbench
+from agent.protocols.base import ActionProtocol, fence_for
+from tools.files import TASK_TEXT
+from tools.shown import mark_shown_whole
+
+
+def task_message(
+    workbench: Workbench,
+    task: str,
+    protocol: ActionProtocol | None = None,
+    context: ContextWindow | None = None,
+) -> str:
+    """The task with the environment note; where the protocol shows the repository, its files too,
+    cut to what the context has room for once the prompt prefix and the task are in, and the
+    protocol's reminder last."""
+    workbench.tool_state[TASK_TEXT] = task
+    if protocol is None or not protocol.shows_repository:
+        return user_message(task, workbench.workspace, git_summary(workbench.repo))
+    budget = files_budget(task, context, len(system_prompt(workbench.workspace, protocol.mode)))
+    view = repository_view(workbench.workspace, task, budget, fence_for, recent_files(workbench))
+    for rel in view.whole:
+        mark_shown_whole(workbench.tool_state, workbench.workspace / rel)
+    reminder = protocol.reminder(view.partly)
+    return user_message(task, workbench.workspace, git_summary(workbench.repo), view.text, reminder)
+
+
+def files_budget(task: str, context: ContextWindow | None, prompt_chars: int) -> int:
+    """Characters for the repository in the task message: 40% of the budget, and never more than
+    what is left once the prefix (system prompt and instructions: `prompt_chars`, tools) and the
+    task are counted."""
+    budget = context.budget if context else 8192
+    prefix = (context.tools_chars if context else 0) + prompt_chars
+    left = budget * CHARS_PER_TOKEN - prefix - len(task) - 2000  # the note, the reminder, markup
+    return max(1000, int(min(budget * 0.4 * CHARS_PER_TOKEN, left * 0.8)))
+
+
+def recent_files(workbench: Workbench, commits: int = 20) -> list[str]:
+    """Files that the last commits touched: what is being worked on ranks higher in the map."""
+    if workbench.repo is None:
+        return []
+    try:
+        out = workbench.repo.git.log(f"-{commits}", "--name-only", "--format=", "--no-renames")
+    except Exception:  # no commits yet, or git refusing: the map goes without
+        return []
+    return list(dict.fromkeys(line for line in out.splitlines() if line))
+
+
+def git_summary(repo) -> str | None:
+    if repo is None:
+        return None
+    try:
+        branch = repo.active_branch.name if not repo.head.is_detached else "detached HEAD"
+    except TypeError:
+        branch = "(no commits yet)"
+    changed = len(repo.git.status("--porcelain").splitlines())
+    return f"branch {branch}, {changed} changed file{'s' if changed != 1 else ''}"
