@@ -57,6 +57,23 @@ async def test_resume_shows_the_conversation_and_continues_it(tmp_path):
 
 
 @pytest.mark.slow
+async def test_a_resume_goes_on_the_server_the_session_ran_on(tmp_path):
+    """`agent --resume ID` with no -p or --base-url: the server the session attached to, as `agent run
+    --resume` and an editor's session/resume pick it (agent/session/connect.py:session_profile), not
+    the default profile."""
+    ws = git_workspace(tmp_path / "ws")
+    with ScriptedServer([{"content": "First answer."}, {"content": "Second answer."}]) as server:
+        session_id = await run_one_prompt(ws, server.url, "first prompt")
+        app = make_app(ws, resume=session_id)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.ready)
+            assert (app.session.profile.name, app.session.profile.base_url) == ("attach", server.url)
+            await send(pilot, "second prompt")
+            await wait_for(pilot, lambda: "Second answer." in screen_text(app))
+            await app.quit_app()
+
+
+@pytest.mark.slow
 async def test_slash_resume_switches_to_a_recorded_session(tmp_path):
     ws = git_workspace(tmp_path / "ws")
     with ScriptedServer([{"content": "Old answer."}]) as server:
