@@ -30,6 +30,7 @@ from agent.core.workbench import Workbench, changes_lines
 from agent.errors import ConfigError
 from agent.events import Compacted, ErrorEvent, Event, Notice, SessionFinished, SessionStarted
 from agent.protocols.base import ActionsMode
+from agent.protocols.registry import protocols
 from agent.server.build import Progress
 from agent.server.lifecycle import StartProgress
 from agent.server.profiles import ServerProfile
@@ -177,6 +178,13 @@ def _one_line(command: str, width: int = 100) -> str:
     return lines[0][:width] + (" …" if len(lines) > 1 or len(lines[0]) > width else "")
 
 
+def resumed_actions(record: SessionRecord) -> ActionsMode | None:
+    """The action protocol a resumed session was given (a task file's `actions:`, an editor's pick),
+    which it goes on with unless one is named now; None: its profile's."""
+    picked = (record.latest_started.get("options") or {}).get("actions")
+    return picked if picked in protocols() else None
+
+
 def resumed_history(record: SessionRecord) -> list[dict[str, Any]]:
     """A recorded session's history, safe to resend (tool calls closed, each with a result)."""
     messages = record.history()
@@ -228,7 +236,7 @@ async def open_session(setup: SessionSetup, emit: Callable[[Event], None]) -> As
     settings, workspace, profile = setup.settings, setup.workspace, setup.profile
     resume, history, connection, mcp = setup.resume, setup.history, setup.connection, setup.mcp
     session_id = resume.session_id if resume else new_session_id()
-    actions = setup.actions or profile.actions
+    actions = setup.actions or (resumed_actions(resume) if resume else None) or profile.actions
     configs = mcp_configs(settings, workspace) if setup.mcp_servers is None else setup.mcp_servers
     async with AsyncExitStack() as stack:
         # Before a server starts or a file is touched: a second agent here is refused, naming the first.

@@ -1,5 +1,6 @@
-"""The profile a session runs on, new or resumed, as every front end picks it (`session_profile`), and
-the progress a start reports with its log's last line (`connect(report=...)`)."""
+"""What a session runs on, new or resumed, as every front end picks it: the profile (`session_profile`)
+and the action protocol (`resumed_actions`); and the progress a start reports with its log's last line
+(`connect(report=...)`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from agent.server.lifecycle import server_log_path
 from agent.session.connect import last_log_line, server_log, session_profile
+from agent.session.live import resumed_actions
 from agent.settings.config import Settings
 from agent.store.transcripts import SessionRecord
 
@@ -41,6 +43,17 @@ def record(*started: dict) -> SessionRecord:
 def test_the_profile_of_a_new_or_resumed_session(named, url, resumed, expected, tmp_path):
     profile = session_profile(Settings(), tmp_path, named, url, resumed)
     assert (profile.name, profile.base_url if profile.kind == "attach" else None) == expected
+
+
+def test_a_resumed_session_keeps_the_protocol_it_was_given():
+    assert (
+        resumed_actions(record({"options": {"actions": "blocks"}})) == "blocks"
+    )  # a task's, an editor's pick
+    assert (
+        resumed_actions(record({"options": {"actions": "blocks"}}, {"options": {}})) == "blocks"
+    )  # (the TUI's)
+    assert resumed_actions(record({"options": {}})) is None  # its profile's
+    assert resumed_actions(record({"options": {"actions": "smoke-signals"}})) is None
 
 
 def test_the_log_a_start_reports_is_the_one_the_lifecycle_writes(tmp_path, isolated_state):

@@ -239,7 +239,7 @@ class SpecAgent:
     ) -> AcpSession:
         """A session in `cwd`, new or resumed, on `profile` (a switch's; else `agent acp`'s own flags',
         else what the resumed session ran on) with `actions` (a switch's; else what the client picked for
-        the resumed session; else the profile's)."""
+        the resumed session, open_session's `resumed_actions`; else the profile's)."""
         if not cwd.is_absolute() or not cwd.is_dir():
             raise RequestError.invalid_params(
                 {"cwd": str(cwd), "message": "cwd must be an existing absolute folder"}
@@ -254,15 +254,13 @@ class SpecAgent:
             settings = load_settings(workspace)
             if profile is None:
                 profile = session_profile(settings, workspace, self.profile_name, self.base_url, resume, log)
-            picked = resume.latest_started.get("options", {}).get("actions") if resume else None
-            actions = actions or (picked if picked in protocols() else None)
             configs = mcp_configs(settings, workspace)
             configs.update(client_servers(client_mcp, taken=set(configs)))
             connection = await self._connection(settings, profile)
             setup = SessionSetup(
                 settings, workspace, profile, "agent acp", approve=lambda asked: self._approve(holder[0], asked),
                 approval=approval or settings.approval, limits=Limits(max_turns=settings.max_turns),
-                actions=actions, options={"actions": actions} if actions else {},  # (a resume's pick)
+                actions=actions, options={"actions": actions} if actions else {},  # (for a resume)
                 resume=resume, mcp_servers=configs, connection=connection,
             )  # fmt: skip
             stack = AsyncExitStack()
