@@ -68,6 +68,13 @@ def git_folder(path: Path) -> Path:
     return path
 
 
+async def first_prompt(conn: Any, ws: Path, text: str = "Question one.") -> str:
+    """A new session in `ws`, and its first prompt answered: the session's id."""
+    sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
+    await conn.prompt(session_id=sid, prompt=[acp.text_block(text)])
+    return sid
+
+
 def is_commands(message: dict) -> bool:
     update = (message.get("params") or {}).get("update") or {}
     return update.get("sessionUpdate") == "available_commands_update"
@@ -211,8 +218,7 @@ def test_profile_switches_the_server_keeps_the_session_and_stops_the_one_it_left
     async def main():
         client, wire = RecordingClient(), Wire()
         async with acp_agent(client, tmp_path, wire, "-p", "one") as conn:
-            sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
-            await conn.prompt(session_id=sid, prompt=[acp.text_block("Question one.")])
+            sid = await first_prompt(conn, ws)
             [first] = registry.running()
             await conn.set_session_mode(session_id=sid, mode_id="full-auto")
             await conn.prompt(session_id=sid, prompt=[acp.text_block("/profile nine")])

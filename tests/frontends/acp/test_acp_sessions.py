@@ -19,7 +19,7 @@ import pytest
 from agent.server.registry import ServerRegistry
 from tests.frontends.acp.test_acp import RecordingClient, alive, transcripts
 from tests.frontends.acp.test_acp_acpx import _runs, messages, updates
-from tests.frontends.acp.test_acp_commands import Wire, acp_agent, git_folder, is_commands, run
+from tests.frontends.acp.test_acp_commands import Wire, acp_agent, first_prompt, git_folder, is_commands, run
 from tests.frontends.test_headless import agent, call, task_file
 from tests.frontends.tui.conftest import scripted_profile  # noqa: F401 (a fixture: workspace profiles)
 from tests.scripted_server import ScriptedServer
@@ -65,8 +65,7 @@ def test_list_names_every_front_ends_sessions_of_the_folder_and_resume_goes_on_w
     async def first(url: str):
         client, wire = RecordingClient(), Wire()
         async with acp_agent(client, tmp_path, wire, "--base-url", url) as conn:
-            sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
-            await conn.prompt(session_id=sid, prompt=[acp.text_block("Remember 7.")])
+            sid = await first_prompt(conn, ws, "Remember 7.")
             here = await conn.list_sessions(cwd=str(ws))
             everywhere = await conn.list_sessions()
         return sid, here, everywhere
@@ -122,8 +121,7 @@ def test_close_ends_the_session_and_stops_the_server_it_started(tmp_path, isolat
     async def main():
         client, wire = RecordingClient(), Wire()
         async with acp_agent(client, tmp_path, wire, "-p", "one") as conn:
-            sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
-            await conn.prompt(session_id=sid, prompt=[acp.text_block("Question one.")])
+            sid = await first_prompt(conn, ws)
             [server] = registry.running()
             closed = await conn.close_session(session_id=sid)
             after = registry.running()
