@@ -395,6 +395,8 @@ class SpecAgent:
             switch = self._switch_profile if config_id == pickers.PROFILE else self._switch_actions
             said = await switch(session, str(value))
             session = self.sessions.get(session_id, session)
+            if session.closed:  # it closed for the switch and did not open again (session/load can)
+                raise RequestError(-32000, said)
             self._put(session, acp.update_agent_message_text(said + "\n"))
         else:
             raise RequestError.invalid_params(
