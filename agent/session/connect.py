@@ -226,7 +226,7 @@ def keep_failed_log(log_path: str) -> str:
 
 
 AUTO = "auto"
-FALLBACK_PROFILE = "coder"  # the embedded default, for `-p auto` with nothing measured
+FALLBACK_PROFILE = "coder-ngram"  # the embedded default, for `-p auto` with nothing measured
 
 
 def resolve_profile(

@@ -38,7 +38,11 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    profile: str = Field("coder", description="The server profile used when none is named (AGENT_PROFILE).")
+    # coder-ngram: on the agent's own turns replayed, n-gram drafting took 0.63x the time per turn of no
+    # speculation (docs/benchmarks.md, "Speculation on the agent's own turns"); a draft model cost more.
+    profile: str = Field(
+        "coder-ngram", description="The server profile used when none is named (AGENT_PROFILE)."
+    )
     base_url: str | None = Field(
         None,
         description="Attach to this OpenAI-compatible server instead of starting one (AGENT_BASE_URL).",

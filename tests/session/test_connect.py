@@ -23,7 +23,7 @@ def record(*started: dict) -> SessionRecord:
 @pytest.mark.parametrize(
     ("named", "url", "resumed", "expected"),
     [
-        (None, None, None, ("coder", None)),  # nothing: the settings' default
+        (None, None, None, ("coder-ngram", None)),  # nothing: the settings' default
         ("tiny", None, None, ("tiny", None)),
         (None, None, record({"profile": "tiny-ngram"}), ("tiny-ngram", None)),  # where it ran
         # It attached with --base-url: a resume attaches there again, not to the attach profile's own URL.

@@ -190,7 +190,7 @@ def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path, mon
 
 def test_auto_with_nothing_measured_takes_the_embedded_default(tmp_path):
     profile, why = pick_auto(Settings(), tmp_path)
-    assert profile.name == "coder" and "nothing measured" in why
+    assert profile.name == "coder-ngram" and "nothing measured" in why
 
 
 def test_auto_takes_the_fastest_profile_measured_on_this_machine(tmp_path, monkeypatch):
@@ -215,7 +215,7 @@ def test_auto_ignores_other_machines_and_profiles_that_cannot_start_here(tmp_pat
     )
     assert set(measured_here()) == {"coder"}
     profile, why = pick_auto(Settings(), tmp_path)
-    assert profile.name == "coder" and "nothing measured" in why  # the measured one cannot start: default
+    assert profile.name == "coder-ngram" and "nothing measured" in why  # the measured one cannot start: default
 
 
 def test_the_newest_measurement_of_a_profile_counts(tmp_path, monkeypatch):
