@@ -215,7 +215,9 @@ def test_auto_ignores_other_machines_and_profiles_that_cannot_start_here(tmp_pat
     )
     assert set(measured_here()) == {"coder"}
     profile, why = pick_auto(Settings(), tmp_path)
-    assert profile.name == "coder-ngram" and "nothing measured" in why  # the measured one cannot start: default
+    assert (
+        profile.name == "coder-ngram" and "nothing measured" in why
+    )  # the measured one cannot start: default
 
 
 def test_the_newest_measurement_of_a_profile_counts(tmp_path, monkeypatch):
