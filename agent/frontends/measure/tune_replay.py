@@ -21,6 +21,7 @@ import os
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,7 @@ class Request:
     content: str  # the recorded answer
     calls: list[tuple[str, str]]  # its tool calls: (name, arguments as the history keeps them)
 
-    @property
+    @cached_property  # asked per setup and per line of progress; it sets the answer against the prompt
     def kind(self) -> str:
         """Whether the recorded answer copies what the model was shown, or is new (turn_kinds.py)."""
         return turn_kind(
