@@ -116,7 +116,7 @@ class Agent:
                     await self._execute(answer)
                 finally:  # the turn's figures are reported even when a tool stops the task
                     self._turn_done(completion, time.monotonic() - tools_started if answer.calls else 0.0)
-                if not answer.calls and not answer.problems:
+                if not answer.calls and not answer.problems and not answer.followup:
                     return Outcome("completed", completion.content, self.turn - first_turn)
                 if self.limits.max_output_tokens and produced >= self.limits.max_output_tokens:
                     raise StopTask(
@@ -229,7 +229,7 @@ class Agent:
             results += [
                 (c, ToolResult(False, "(not run: interrupted)")) for c in answer.calls if c.id not in done
             ]
-            if answer.calls or answer.problems:
+            if answer.calls or answer.problems or answer.followup:
                 for message in self.actions.results(answer, results):
                     if message["role"] == "user":
                         self._say(message["content"])

@@ -34,6 +34,9 @@ class ReadAnswer:
     content: str
     problems: list[str] = field(default_factory=list)
     notice: str = ""  # for the user, not the model
+    # The protocol's next message when this answer is a step of its own rather than the end of the
+    # task: a plan asked for before any block (agent/protocols/edit_blocks/protocol.py).
+    followup: str = ""
 
 
 class ActionProtocol(Protocol):

@@ -25,6 +25,8 @@ def answer(*parts: str) -> dict:
 WRITE_ADD = answer(
     "I'll create the module.", "", "add.py", f"{FENCE}python", "def add(a, b):", "    return a - b", FENCE
 )
+# The plan the task message asks for before any block (agent/protocols/edit_blocks/prompt.py).
+PLAN = answer("I will change the files the task names.")
 FIX_ADD = answer(
     "add.py", f"{FENCE}python", "<<<<<<< SEARCH", "    return a - b", "=======", "    return a + b",
     ">>>>>>> REPLACE", FENCE, "", f"{FENCE}bash", "python3 -c 'from add import add; print(add(2, 3))'", FENCE,
@@ -54,21 +56,23 @@ async def test_blocks_write_edit_and_run_then_a_plain_answer_ends_the_task(tmp_p
 async def test_the_blocks_system_prompt_is_stable_and_the_repository_is_in_the_task(tmp_path):
     repo = git_repo(tmp_path / "repo")
     (repo / "greet.py").write_text("def greet(name):\n    return 'hi ' + name\n")
-    with ScriptedServer([answer("Nothing to do.")]) as server:
+    with ScriptedServer([PLAN, answer("Nothing to do.")]) as server:
         await Run(server, repo, actions="blocks")("Make greet say hello.")
-        body = server.requests[0]
+        body, after_plan = server.requests[0], server.requests[1]["messages"][-1]["content"]
     system, task = body["messages"][0]["content"], body["messages"][1]["content"]
     assert "SEARCH/REPLACE" in system and "greet" not in system  # the prefix holds no repository facts
     assert "greet.py\n```\ndef greet(name):" in task
-    assert task.index("greet.py\n```") < task.index("Make greet say hello.") < task.index("Act now:")
+    plan_asked = task.index("Do not write any file yet.")
+    assert task.index("greet.py\n```") < task.index("Make greet say hello.") < plan_asked
+    assert after_plan.startswith("Now make that change. Act now:")  # the blocks, once the plan is given
 
 
 async def test_a_fence_without_a_path_is_not_applied_and_the_model_is_told(tmp_path):
     repo = git_repo(tmp_path / "repo")
     no_path = answer("Here is the code:", f"{FENCE}python", "print('hi')", FENCE)
-    with ScriptedServer([no_path, answer("Done.")]) as server:
+    with ScriptedServer([PLAN, no_path, answer("Done.")]) as server:
         outcome = await Run(server, repo, actions="blocks")()
-        feedback = server.requests[1]["messages"][-1]["content"]
+        feedback = server.requests[2]["messages"][-1]["content"]
     assert outcome.status == "completed"
     assert list(repo.iterdir()) == [repo / ".git"]  # nothing was written
     assert "Not applied:" in feedback and "path" in feedback
@@ -78,9 +82,9 @@ async def test_a_fence_without_a_path_names_the_file_its_definitions_belong_to(t
     repo = git_repo(tmp_path / "repo")
     (repo / "notes.py").write_text("class Note:\n    pass\n\n\ndef load(path):\n    return []\n")
     snippet = answer("Fix:", f"{FENCE}python", "class Note:", "    tags = None", FENCE)
-    with ScriptedServer([snippet, answer("Done.")]) as server:
+    with ScriptedServer([PLAN, snippet, answer("Done.")]) as server:
         await Run(server, repo, actions="blocks")()
-        feedback = server.requests[1]["messages"][-1]["content"]
+        feedback = server.requests[2]["messages"][-1]["content"]
     assert "looks like a change to notes.py" in feedback
     assert (repo / "notes.py").read_text().startswith("class Note:\n    pass")  # nothing applied
 
@@ -268,10 +272,10 @@ async def test_a_first_answer_that_copies_a_file_back_unchanged_is_not_taken_as_
     repo = git_repo(tmp_path / "repo")
     (repo / "stats.py").write_text("def median(xs):\n    return xs[len(xs) // 2]\n")
     copied = answer("stats.py", f"{FENCE}python", "def median(xs):", "    return xs[len(xs) // 2]", FENCE)
-    with ScriptedServer([copied, answer("Done.")]) as server:
+    with ScriptedServer([PLAN, copied, answer("Done.")]) as server:
         outcome = await Run(server, repo, actions="blocks")()
-        told = server.requests[1]["messages"][-1]["content"]
-    assert outcome.status == "completed" and len(server.requests) == 2
+        told = server.requests[2]["messages"][-1]["content"]
+    assert outcome.status == "completed" and len(server.requests) == 3
     assert "stats.py is exactly as it was, so nothing is done yet" in told
 
 
@@ -296,9 +300,9 @@ async def test_a_pathless_snippet_about_a_named_file_gets_that_file_named_back(t
     repo = git_repo(tmp_path / "repo")
     (repo / "test_fizz.py").write_text("def test_one():\n    assert fizz(1) == '1'\n")
     snippet = answer("In `test_fizz.py`, add at the top:", f"{FENCE}python", "from fizz import fizz", FENCE)
-    with ScriptedServer([snippet, answer("Done.")]) as server:
+    with ScriptedServer([PLAN, snippet, answer("Done.")]) as server:
         await Run(server, repo, actions="blocks")()
-        feedback = server.requests[1]["messages"][-1]["content"]
+        feedback = server.requests[2]["messages"][-1]["content"]
     assert "looks like a change to test_fizz.py" in feedback
 
 

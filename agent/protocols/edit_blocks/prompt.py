@@ -65,3 +65,17 @@ SEARCH_REPLACE_REMINDER = (
     "line, then a fenced block: <<<<<<< SEARCH, the lines to change copied exactly from that file, "
     "=======, the fixed lines, >>>>>>> REPLACE. Nothing changes unless you write the blocks."
 )
+
+# A plan before the blocks. Shown a file and asked for the new one, the 1.5B copies the file back as
+# it was (parse-duration: three identical answers, at 0.7 too); asked first where the bug is, it names
+# the line and the fix, and then writes the file with that change in it (2026-12-05, /tmp experiments
+# written up in docs/benchmarks.md). The plan stays in the history, next to where it writes.
+PLAN_TASK = (
+    "Do not write any file yet. First say briefly how you will do the task: quote the lines of the "
+    "files shown that must change and say how they will read, and name any new file the task asks for."
+)
+PLAN_FIX = (
+    "Do not write any file yet. First find the cause of this failure: quote the line or lines of the "
+    "code that are wrong, and say in one or two sentences how to change them."
+)
+APPLY_PLAN = "Now make that change. {reminder}"

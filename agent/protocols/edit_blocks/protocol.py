@@ -16,8 +16,11 @@ from agent.core.llm import Completion, ToolCall
 from agent.protocols.base import ActionsMode, ReadAnswer, fence_for, stopped_at_limit
 from agent.protocols.edit_blocks.parser import Action, open_whole_file_block, parse_answer, to_tool_calls
 from agent.protocols.edit_blocks.prompt import (
+    APPLY_PLAN,
     BLOCKS_REMINDER,
     BLOCKS_REMINDER_PARTLY,
+    PLAN_FIX,
+    PLAN_TASK,
     SEARCH_REPLACE_REMINDER,
     SYSTEM_PROMPT_BLOCKS,
 )
@@ -29,6 +32,8 @@ from tools.workspace import OutsideWorkspace, Workspace
 SHOWN_FILE_LIMIT = 12_000  # characters of an edited file shown back to the model after the change
 CODE_WITHOUT_PATH = re.compile(r"a ```\w+ block without a file path")  # tagged: code, not quoted output
 DEFINITION = re.compile(r"^[ \t]*(?:def|class)[ \t]+(\w+)", re.M)
+# What the blocks reader says of code that is a sketch in a plan, not a block meant to be applied.
+PLAN_SKETCHES = ("without a file path", "the same text in SEARCH and REPLACE", "an empty ```")
 _LINT_LINE = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+)(?::\d+)?: (?P<message>.*)$")
 
 
@@ -40,7 +45,14 @@ class BlockActions:
     shows_repository = True  # a small model acts on what it is shown; it rarely asks to read
 
     def reminder(self, partly: list[str]) -> str:
-        return BLOCKS_REMINDER_PARTLY.format(files=" or ".join(partly)) if partly else BLOCKS_REMINDER
+        """A plan first (PLAN_TASK); the blocks are asked for once the model has given it."""
+        act = BLOCKS_REMINDER_PARTLY.format(files=" or ".join(partly)) if partly else BLOCKS_REMINDER
+        return self._plan_first(PLAN_TASK, act)
+
+    def _plan_first(self, ask: str, act: str) -> str:
+        """Ask for a plan now, and for the blocks (`act`) after it: the next answer is read as a plan."""
+        self.planning, self.act = True, act
+        return ask
 
     def files_written(self, message: dict[str, Any]) -> dict[str, str]:
         content = message.get("content")
@@ -55,6 +67,8 @@ class BlockActions:
         # in the last results. A block refused for its form (no path) is neither: nothing ran.
         self.check_failed = False
         self.tool_failed = False
+        self.planning = False  # the next answer is the plan asked for, not yet the blocks
+        self.act = BLOCKS_REMINDER  # what asks for the blocks once the plan is given
 
     def new_task(self) -> None:
         pass
@@ -85,8 +99,8 @@ class BlockActions:
             else:
                 files.append(self._show(path))
         message = failure.head + (failure.where if unshown else "") + failure.tail
-        reminder = SEARCH_REPLACE_REMINDER if unshown else BLOCKS_REMINDER
-        return "\n\n".join([*[f for f in files if f], message, reminder])
+        plan = self._plan_first(PLAN_FIX, SEARCH_REPLACE_REMINDER if unshown else BLOCKS_REMINDER)
+        return "\n\n".join([*[f for f in files if f], message, plan])
 
     def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]:
         return []  # no schemas: the chat template then says nothing of JSON tool calls
@@ -124,6 +138,18 @@ class BlockActions:
         actions = [_unmarked(self._known_path(a)) for a in parsed.actions]
         unchanged = [a for a in actions if self._unchanged(a)]
         actions = [a for a in actions if a not in unchanged]
+        planned, self.planning = self.planning, False
+        if (
+            planned
+            and not any(a.path for a in actions if a.kind != "bash")
+            and all(any(n in p for n in PLAN_SKETCHES) for p in parsed.problems)
+        ):
+            # The plan asked for: its code (a line quoted, a fix sketched, the file copied as it is)
+            # is no block to apply, but a command in it runs. An answer that writes a file at once,
+            # or tries to (a block cut off, malformed), is read as blocks.
+            commands = [a for a in actions if a.kind == "bash"]
+            followup = APPLY_PLAN.format(reminder=self.act)
+            return ReadAnswer(to_tool_calls(commands), completion.content, followup=followup)
         problems = list(parsed.problems)
         if problems and self._restates_files(completion.content):
             # "The file now reads: ```...```" with the file, or a part of it, exactly as it is now: a
@@ -220,6 +246,9 @@ class BlockActions:
         return {"role": "assistant", "content": answer.content}
 
     def results(self, answer: ReadAnswer, results: list[tuple[ToolCall, ToolResult]]) -> list[dict[str, Any]]:
+        if answer.followup:  # a plan: what its commands printed, then the blocks asked for
+            parts = [self._describe(call, result) for call, result in results]
+            return [{"role": "user", "content": "\n\n".join([*parts, answer.followup])}]
         for call, result in results:
             if call.name in ("write_file", "edit_file") and result.ok:
                 self.changed[result.display.get("path") or _arguments(call).get("path", "")] = None
