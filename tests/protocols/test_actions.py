@@ -12,6 +12,7 @@ from agent.events import (
     ToolCallStarted,
     UserMessage,
 )
+from agent.protocols.edit_blocks.prompt import BLOCKS_REMINDER, PLAN_TASK
 from tests.core.test_loop import Run, git_repo
 from tests.scripted_server import ScriptedServer
 
@@ -314,3 +315,45 @@ async def test_restating_a_changed_file_without_its_path_ends_the_task(tmp_path)
         outcome = await Run(server, repo, actions="blocks")()
         assert len(server.requests) == 2
     assert outcome.status == "completed"
+
+
+async def test_the_plan_asked_for_first_is_not_applied_nor_its_command_run_and_the_blocks_follow(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    (repo / "duration.py").write_text(
+        "def total(parts):\n    t = 0\n    for p in parts:\n        t = p\n    return t\n"
+    )
+    plan = answer(
+        "Line 4 is wrong:", f"{FENCE}python", "        t = p", FENCE, "It must add:", f"{FENCE}python",
+        "        t += p", FENCE, "Then I will run:", f"{FENCE}bash", "touch ran-before-the-fix", FENCE,
+    )  # fmt: skip
+    fixed = answer(
+        "duration.py", f"{FENCE}python", "def total(parts):", "    t = 0", "    for p in parts:", "        t += p",
+        "    return t", FENCE,
+    )  # fmt: skip
+    with ScriptedServer([plan, fixed, answer("Done.")]) as server:
+        run = Run(server, repo, actions="blocks")
+        outcome = await run()
+        asked, after_plan = (server.requests[i]["messages"][-1]["content"] for i in (0, 1))
+        history = server.requests[1]["messages"]
+    assert asked.rstrip().endswith(PLAN_TASK)
+    assert outcome.status == "completed"
+    assert "t += p" in (repo / "duration.py").read_text()
+    # The plan's sketches were not taken for blocks without a path, and its command did not run.
+    assert after_plan == "Now make that change. " + BLOCKS_REMINDER
+    assert not (repo / "ran-before-the-fix").exists()
+    assert history[-2] == {"role": "assistant", "content": plan["content"]}  # the plan stays, next to it
+    assert [e.name for e in run.of(ToolCallStarted)] == ["write_file"]
+
+
+async def test_an_answer_that_writes_at_once_is_read_as_blocks_and_a_cut_block_is_no_plan(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    with ScriptedServer([WRITE_ADD, answer("Done.")]) as server:
+        await Run(server, repo, actions="blocks")()
+        assert len(server.requests) == 2  # no plan step: the file was written at once
+    assert (repo / "add.py").exists()
+    (repo / "big.py").write_text("KEEP = 1\n")
+    cut = {"content": "big.py\n```python\nKEEP = 2\ndef half(", "finish_reason": "length"}
+    with ScriptedServer([cut, answer("Done.")]) as server:
+        await Run(server, repo, actions="blocks")()
+        told = server.requests[1]["messages"][-1]["content"]
+    assert "cut off" in told and not told.startswith("Now make that change.")

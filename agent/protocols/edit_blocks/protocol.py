@@ -139,17 +139,19 @@ class BlockActions:
         unchanged = [a for a in actions if self._unchanged(a)]
         actions = [a for a in actions if a not in unchanged]
         planned, self.planning = self.planning, False
+        commands_only = all(a.kind == "bash" for a in actions) and not _outside_fences(completion.content)
         if (
             planned
             and not any(a.path for a in actions if a.kind != "bash")
             and all(any(n in p for n in PLAN_SKETCHES) for p in parsed.problems)
+            and not (actions and commands_only)
         ):
             # The plan asked for: its code (a line quoted, a fix sketched, the file copied as it is)
-            # is no block to apply, but a command in it runs. An answer that writes a file at once,
-            # or tries to (a block cut off, malformed), is read as blocks.
-            commands = [a for a in actions if a.kind == "bash"]
-            followup = APPLY_PLAN.format(reminder=self.act)
-            return ReadAnswer(to_tool_calls(commands), completion.content, followup=followup)
+            # is no block to apply, and its commands are what it means to run once the change is
+            # made: run before it, a test's output came last and the 1.5B wrote its fix into the
+            # data file that output named (cli-flag, 2026-12-05). An answer that writes a file at
+            # once, or tries to (a block cut off, malformed), or that is only commands, is acting.
+            return ReadAnswer([], completion.content, followup=APPLY_PLAN.format(reminder=self.act))
         problems = list(parsed.problems)
         if problems and self._restates_files(completion.content):
             # "The file now reads: ```...```" with the file, or a part of it, exactly as it is now: a
@@ -246,9 +248,8 @@ class BlockActions:
         return {"role": "assistant", "content": answer.content}
 
     def results(self, answer: ReadAnswer, results: list[tuple[ToolCall, ToolResult]]) -> list[dict[str, Any]]:
-        if answer.followup:  # a plan: what its commands printed, then the blocks asked for
-            parts = [self._describe(call, result) for call, result in results]
-            return [{"role": "user", "content": "\n\n".join([*parts, answer.followup])}]
+        if answer.followup:  # a plan given: the blocks asked for
+            return [{"role": "user", "content": answer.followup}]
         for call, result in results:
             if call.name in ("write_file", "edit_file") and result.ok:
                 self.changed[result.display.get("path") or _arguments(call).get("path", "")] = None
@@ -332,6 +333,17 @@ def _unmarked(action: Action) -> Action:
 
 def _normalised(text: str) -> str:
     return "\n".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _outside_fences(content: str) -> str:
+    """The answer's text outside its fenced blocks, blank lines dropped."""
+    kept, inside = [], False
+    for line in content.splitlines():
+        if line.strip().startswith("```"):
+            inside = not inside
+        elif not inside and line.strip():
+            kept.append(line)
+    return "\n".join(kept)
 
 
 def _fenced_bodies(content: str) -> list[str]:
