@@ -357,3 +357,23 @@ async def test_an_answer_that_writes_at_once_is_read_as_blocks_and_a_cut_block_i
         await Run(server, repo, actions="blocks")()
         told = server.requests[1]["messages"][-1]["content"]
     assert "cut off" in told and not told.startswith("Now make that change.")
+
+
+async def test_a_pathless_block_holding_every_definition_of_the_one_changed_file_is_that_file(tmp_path):
+    """csv-totals: the 1.5B wrote its right fix three times without the path line."""
+    repo = git_repo(tmp_path / "repo")
+    (repo / "other.py").write_text("def unrelated():\n    return 1\n")
+    first = answer("report.py", f"{FENCE}python", "def totals(path):", "    return csv.reader(path)", FENCE)
+    pathless = answer(
+        "Import csv first:", f"{FENCE}python", "import csv", "", "", "def totals(path):",
+        "    return csv.reader(path)", FENCE,
+    )  # fmt: skip
+    with ScriptedServer([first, pathless, answer("Done.")]) as server:
+        run = Run(server, repo, actions="blocks")
+        outcome = await run()
+        told = server.requests[2]["messages"][-1]["content"]
+    assert outcome.status == "completed"
+    assert (repo / "report.py").read_text().startswith("import csv\n")
+    assert "Not applied" not in told and "Wrote report.py" in told
+    assert (repo / "other.py").read_text() == "def unrelated():\n    return 1\n"
+    assert [e.name for e in run.of(ToolCallStarted)] == ["write_file", "write_file"]

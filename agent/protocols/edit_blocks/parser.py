@@ -73,6 +73,7 @@ class Action:
 class ParsedAnswer:
     actions: list[Action] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # written for the model
+    pathless: list[str] = field(default_factory=list)  # closed blocks of tagged code without a path
 
     @property
     def done(self) -> bool:
@@ -84,7 +85,7 @@ def parse_answer(text: str, cut_off: bool = False) -> ParsedAnswer:
     """The actions in a model's answer, and what could not be taken. `cut_off`: the answer hit max_tokens."""
     reader = _Reader(text.splitlines(), cut_off)
     reader.read()
-    return ParsedAnswer(reader.actions, reader.problems)
+    return ParsedAnswer(reader.actions, reader.problems, reader.pathless)
 
 
 def open_whole_file_block(text: str) -> tuple[str, str] | None:
@@ -228,6 +229,7 @@ class _Reader:
         self.cut_off = cut_off
         self.actions: list[Action] = []
         self.problems: list[str] = []
+        self.pathless: list[str] = []
         self.written: set[str] = set()
         self.path_line: str | None = None  # the last path line, while only blank lines follow it
         self.replace_path: str | None = None  # the last SEARCH/REPLACE block's path, likewise
@@ -285,6 +287,8 @@ class _Reader:
             self._write(labelled, _joined(body[body.index(next(ln for ln in body if ln.strip())) + 1 :]))
         else:
             self.problems.append(_no_path(tag))
+            if tag:  # code, not quoted output: the protocol may know which file it is
+                self.pathless.append(_joined(body))
         return end + 1
 
     def _body(self, start: int, fence: _Fence, markdown: bool) -> tuple[list[str], int]:

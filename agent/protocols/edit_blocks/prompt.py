@@ -68,8 +68,8 @@ SEARCH_REPLACE_REMINDER = (
 
 # A plan before the blocks. Shown a file and asked for the new one, the 1.5B copies the file back as
 # it was (parse-duration: three identical answers, at 0.7 too); asked first where the bug is, it names
-# the line and the fix, and then writes the file with that change in it (2026-12-05, /tmp experiments
-# written up in docs/benchmarks.md). The plan stays in the history, next to where it writes.
+# the line and the fix, and then writes the file with that change in it. The plan stays in the
+# history, next to where it writes (docs/benchmarks.md, "A plan before the blocks").
 PLAN_TASK = (
     "Do not write any file yet. First say briefly how you will do the task: quote the lines of the "
     "files shown that must change and say how they will read, and name any new file the task asks for."

@@ -14,7 +14,13 @@ from typing import Any
 from agent.core.check_output import LINT_MARK, MAX_LOCATIONS, CheckFailure, marked, marks_off
 from agent.core.llm import Completion, ToolCall
 from agent.protocols.base import ActionsMode, ReadAnswer, fence_for, stopped_at_limit
-from agent.protocols.edit_blocks.parser import Action, open_whole_file_block, parse_answer, to_tool_calls
+from agent.protocols.edit_blocks.parser import (
+    Action,
+    ParsedAnswer,
+    open_whole_file_block,
+    parse_answer,
+    to_tool_calls,
+)
 from agent.protocols.edit_blocks.prompt import (
     APPLY_PLAN,
     BLOCKS_REMINDER,
@@ -133,6 +139,8 @@ class BlockActions:
         parsed = parse_answer(
             completion.content, cut_off=not completion.complete or stopped_at_limit(completion)
         )
+        if not self.planning:  # in a plan, code without a path is a sketch
+            parsed = self._adopt_pathless(parsed)
         # A whole file written back unchanged is the model restating its work, not a change to make:
         # an answer made only of those ends the task like a plain "done".
         actions = [_unmarked(self._known_path(a)) for a in parsed.actions]
@@ -174,6 +182,28 @@ class BlockActions:
                 why = "so nothing is done yet. Write it again with the task's change in it."
             problems += [f"{a.path} is exactly as it was, {why}" for a in unchanged]
         return ReadAnswer(to_tool_calls(actions), completion.content, problems)
+
+    def _adopt_pathless(self, parsed: ParsedAnswer) -> ParsedAnswer:
+        """The answer's one block of code without a path, when it holds every definition of exactly
+        one Python file (of those this session changed, else of the project): that file, written
+        whole, as Aider takes the only file in the chat. The 1.5B wrote its right fix of report.py
+        three times without the path line (csv-totals, 2026-12-05). A snippet (some definitions of
+        a file) is not adopted, and the write meets the same rules as any other (a rewrite that
+        deletes most of a file asks)."""
+        if len(parsed.pathless) != 1 or not (written := set(DEFINITION.findall(parsed.pathless[0]))):
+            return parsed
+        pool = [rel for rel in (self.changed or self._files()) if rel.endswith(".py")]
+        meant = [
+            rel
+            for rel in pool
+            if (defs := set(DEFINITION.findall(self._read(rel) or ""))) and defs <= written
+        ]
+        said = next((p for p in parsed.problems if CODE_WITHOUT_PATH.search(p)), None)
+        if len(meant) != 1 or said is None:
+            return parsed
+        problems = list(parsed.problems)
+        problems.remove(said)
+        return ParsedAnswer([*parsed.actions, Action("write", meant[0], parsed.pathless[0])], problems)
 
     def _restates_files(self, content: str) -> bool:
         """Whether every fenced block of the answer that has code in it repeats, line for line, a part
