@@ -173,7 +173,7 @@ class Agent:
             self.tool_choice,
             stop=lambda text: self.actions.stream_stop(text, self.ctx),
             cache_note=self._cache_note,
-            **{**self.request_overrides, **self._guard.nudge},
+            **{**self.request_overrides, **self.actions.request_overrides(), **self._guard.nudge},
         ):
             if isinstance(item, Completion):
                 completion = item

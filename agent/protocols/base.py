@@ -56,6 +56,10 @@ class ActionProtocol(Protocol):
 
     def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]: ...
 
+    def request_overrides(self) -> dict[str, Any]:
+        """What the next request needs of its own (a plan's token cap); {} for nothing."""
+        ...
+
     def read(self, completion: Completion, tools: ToolRegistry) -> ReadAnswer: ...
 
     def stream_stop(self, text: str, ctx: ToolContext) -> tuple[str, str] | None:

@@ -12,7 +12,7 @@ from agent.events import (
     ToolCallStarted,
     UserMessage,
 )
-from agent.protocols.edit_blocks.prompt import BLOCKS_REMINDER, PLAN_TASK
+from agent.protocols.edit_blocks.prompt import BLOCKS_REMINDER, PLAN_TASK, PLAN_TOKENS
 from tests.core.test_loop import Run, git_repo
 from tests.scripted_server import ScriptedServer
 
@@ -116,10 +116,10 @@ async def test_a_whole_file_block_cut_off_at_max_tokens_is_never_applied(tmp_pat
     repo = git_repo(tmp_path / "repo")
     (repo / "big.py").write_text("KEEP = 1\n")
     cut = {"content": "big.py\n```python\nKEEP = 2\ndef half(", "finish_reason": "length"}
-    with ScriptedServer([cut, answer("Done.")]) as server:
+    with ScriptedServer([PLAN, cut, answer("Done.")]) as server:
         run = Run(server, repo, actions="blocks")
         await run()
-        feedback = server.requests[1]["messages"][-1]["content"]
+        feedback = server.requests[2]["messages"][-1]["content"]
     assert (repo / "big.py").read_text() == "KEEP = 1\n"
     assert run.results() == []
     assert "cut off" in feedback
@@ -345,18 +345,25 @@ async def test_the_plan_asked_for_first_is_not_applied_nor_its_command_run_and_t
     assert [e.name for e in run.of(ToolCallStarted)] == ["write_file"]
 
 
-async def test_an_answer_that_writes_at_once_is_read_as_blocks_and_a_cut_block_is_no_plan(tmp_path):
+async def test_an_answer_that_writes_at_once_is_read_as_blocks_and_a_plan_is_capped(tmp_path):
     repo = git_repo(tmp_path / "repo")
     with ScriptedServer([WRITE_ADD, answer("Done.")]) as server:
         await Run(server, repo, actions="blocks")()
         assert len(server.requests) == 2  # no plan step: the file was written at once
     assert (repo / "add.py").exists()
+    # A plan cut at its token cap, in the middle of a file it began, is a plan: nothing is written.
     (repo / "big.py").write_text("KEEP = 1\n")
-    cut = {"content": "big.py\n```python\nKEEP = 2\ndef half(", "finish_reason": "length"}
+    cut = {
+        "content": "I will change KEEP:\nbig.py\n```python\nKEEP = 2\ndef half(",
+        "finish_reason": "length",
+    }
     with ScriptedServer([cut, answer("Done.")]) as server:
         await Run(server, repo, actions="blocks")()
         told = server.requests[1]["messages"][-1]["content"]
-    assert "cut off" in told and not told.startswith("Now make that change.")
+        caps = [body.get("max_tokens") for body in server.requests]
+    assert told.startswith("Now make that change.")
+    assert (repo / "big.py").read_text() == "KEEP = 1\n"
+    assert caps[0] == PLAN_TOKENS and caps[1] != PLAN_TOKENS
 
 
 async def test_a_pathless_block_holding_every_definition_of_the_one_changed_file_is_that_file(tmp_path):

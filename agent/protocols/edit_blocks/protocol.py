@@ -27,6 +27,7 @@ from agent.protocols.edit_blocks.prompt import (
     BLOCKS_REMINDER_PARTLY,
     PLAN_FIX,
     PLAN_TASK,
+    PLAN_TOKENS,
     SEARCH_REPLACE_REMINDER,
     SYSTEM_PROMPT_BLOCKS,
 )
@@ -111,6 +112,9 @@ class BlockActions:
     def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]:
         return []  # no schemas: the chat template then says nothing of JSON tool calls
 
+    def request_overrides(self) -> dict[str, Any]:
+        return {"max_tokens": PLAN_TOKENS} if self.planning else {}
+
     def stream_stop(self, text: str, ctx: ToolContext) -> tuple[str, str] | None:
         """End the answer as soon as it starts writing whole an existing file that the model was not
         shown whole: the write would be refused whatever follows, and on a CPU the 1.5B spent minutes
@@ -148,17 +152,19 @@ class BlockActions:
         actions = [a for a in actions if a not in unchanged]
         planned, self.planning = self.planning, False
         commands_only = all(a.kind == "bash" for a in actions) and not _outside_fences(completion.content)
+        sketches_only = all(any(n in p for n in PLAN_SKETCHES) for p in parsed.problems)
         if (
             planned
             and not any(a.path for a in actions if a.kind != "bash")
-            and all(any(n in p for n in PLAN_SKETCHES) for p in parsed.problems)
+            and (sketches_only or stopped_at_limit(completion))
             and not (actions and commands_only)
         ):
             # The plan asked for: its code (a line quoted, a fix sketched, the file copied as it is)
             # is no block to apply, and its commands are what it means to run once the change is
             # made: run before it, a test's output came last and the 1.5B wrote its fix into the
-            # data file that output named (cli-flag, 2026-12-05). An answer that writes a file at
-            # once, or tries to (a block cut off, malformed), or that is only commands, is acting.
+            # data file that output named (cli-flag, 2026-12-05). A plan cut at PLAN_TOKENS is a
+            # plan. An answer that writes a file at once, or tries to in a whole answer (a block
+            # malformed), or that is only commands, is acting.
             return ReadAnswer([], completion.content, followup=APPLY_PLAN.format(reminder=self.act))
         problems = list(parsed.problems)
         if problems and self._restates_files(completion.content):

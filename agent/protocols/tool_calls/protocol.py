@@ -44,6 +44,9 @@ class ToolCallActions:
                     written[args["path"]] = str(args["content"])
         return written
 
+    def request_overrides(self) -> dict[str, Any]:
+        return {}
+
     def new_task(self) -> None:
         self.corrections = 0
 
