@@ -324,7 +324,8 @@ async def test_the_plan_asked_for_first_is_not_applied_nor_its_command_run_and_t
     )
     plan = answer(
         "Line 4 is wrong:", f"{FENCE}python", "        t = p", FENCE, "It must add:", f"{FENCE}python",
-        "        t += p", FENCE, "Then I will run:", f"{FENCE}bash", "touch ran-before-the-fix", FENCE,
+        "# duration.py", "def total(parts):", "    t += p", FENCE, "Then I will run:", f"{FENCE}bash",
+        "touch ran-before-the-fix", FENCE,
     )  # fmt: skip
     fixed = answer(
         "duration.py", f"{FENCE}python", "def total(parts):", "    t = 0", "    for p in parts:", "        t += p",
@@ -338,7 +339,8 @@ async def test_the_plan_asked_for_first_is_not_applied_nor_its_command_run_and_t
     assert asked.rstrip().endswith(PLAN_TASK)
     assert outcome.status == "completed"
     assert "t += p" in (repo / "duration.py").read_text()
-    # The plan's sketches were not taken for blocks without a path, and its command did not run.
+    # The plan's sketches (a fence labelled `# duration.py` among them) were not taken for blocks,
+    # and its command did not run.
     assert after_plan == "Now make that change. " + BLOCKS_REMINDER
     assert not (repo / "ran-before-the-fix").exists()
     assert history[-2] == {"role": "assistant", "content": plan["content"]}  # the plan stays, next to it

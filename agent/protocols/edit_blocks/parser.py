@@ -67,6 +67,7 @@ class Action:
     content: str  # the whole file (write), the command (bash)
     search: str = ""  # replace only
     replace: str = ""
+    labelled: bool = False  # a write named by a `# path` comment inside its fence, not a path line
 
 
 @dataclass
@@ -284,7 +285,8 @@ class _Reader:
         elif labelled := _path_comment(body):
             # `# hello.py` as the fence's first line: how the 1.5B labels a file when asked to explain
             # first (suite run 6). The label names the file; it is not part of it.
-            self._write(labelled, _joined(body[body.index(next(ln for ln in body if ln.strip())) + 1 :]))
+            first = body.index(next(ln for ln in body if ln.strip()))
+            self._write(labelled, _joined(body[first + 1 :]), labelled=True)
         else:
             self.problems.append(_no_path(tag))
             if tag:  # code, not quoted output: the protocol may know which file it is
@@ -398,7 +400,7 @@ class _Reader:
 
     # -------------------------------------------------------------------------- writes and commands
 
-    def _write(self, path: str, content: str) -> None:
+    def _write(self, path: str, content: str, labelled: bool = False) -> None:
         key = posixpath.normpath(path)
         if key in self.written:
             self.problems.append(
@@ -406,7 +408,7 @@ class _Reader:
             )
             return
         self.written.add(key)
-        self.actions.append(Action("write", path, content))
+        self.actions.append(Action("write", path, content, labelled=labelled))
 
     def _command(self, body: list[str], tag: str) -> None:
         lines = body

@@ -155,15 +155,17 @@ class BlockActions:
         sketches_only = all(any(n in p for n in PLAN_SKETCHES) for p in parsed.problems)
         if (
             planned
-            and not any(a.path for a in actions if a.kind != "bash")
+            and not any(a.path and not a.labelled for a in actions if a.kind != "bash")
             and (sketches_only or stopped_at_limit(completion))
             and not (actions and commands_only)
         ):
             # The plan asked for: its code (a line quoted, a fix sketched, the file copied as it is)
             # is no block to apply, and its commands are what it means to run once the change is
             # made: run before it, a test's output came last and the 1.5B wrote its fix into the
-            # data file that output named (cli-flag, 2026-12-05). A plan cut at PLAN_TOKENS is a
-            # plan. An answer that writes a file at once, or tries to in a whole answer (a block
+            # data file that output named (cli-flag, 2026-12-05). A fence labelled `# pricing.py`
+            # inside is a sketch too: taken as a write, the sketch of one function replaced the
+            # whole file (rename-function). A plan cut at PLAN_TOKENS is a plan. An answer that
+            # writes a file under a path line at once, or tries to in a whole answer (a block
             # malformed), or that is only commands, is acting.
             return ReadAnswer([], completion.content, followup=APPLY_PLAN.format(reminder=self.act))
         problems = list(parsed.problems)
