@@ -102,6 +102,7 @@ async def build_agent(
     for path in shown_in_history(history or [], workbench.workspace):
         mark_shown_whole(workbench.tool_state, path)
     protocol = make_actions(actions, workbench.workspace)
+    protocol.plan_first = settings.plan_first
     context = ContextWindow(
         n_ctx, reserve, tools_chars=len(json.dumps(protocol.request_tools(tools))),
         summarise=summariser(client, tools.schemas), emit=emit,

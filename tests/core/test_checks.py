@@ -12,7 +12,6 @@ import time
 import pytest
 
 from agent.core.checks import OUTPUT_LIMIT, cap_output, run_check
-from agent.protocols.edit_blocks.prompt import PLAN_FIX
 from tests.frontends.test_headless import agent, call, task_file
 from tests.scripted_server import ScriptedServer
 
@@ -102,16 +101,13 @@ def _alive(pid: int) -> bool:
 def test_in_blocks_mode_a_failed_check_shows_the_changed_files_and_the_format_again(tmp_path):
     task = task_file(tmp_path, "Write add.py.", approval="full-auto", check=CHECK, check_rounds=1)
     wrong = {"content": "add.py\n```python\ndef add(a, b):\n    return a - b\n```"}
-    plan = {"content": "`return a - b` subtracts: it must read `return a + b`."}
-    with ScriptedServer([wrong, {"content": "Done."}, plan], default={"content": "Done."}) as server:
+    with ScriptedServer([wrong, {"content": "Done."}], default={"content": "Done."}) as server:
         agent("run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--actions", "blocks")
         feedback = server.requests[2]["messages"][-1]["content"]
-        after_plan = server.requests[3]["messages"][-1]["content"]
     assert "AssertionError: -1" in feedback
     assert "add.py now reads:\n```\ndef add(a, b):\n    return a - b\n```" in feedback
     assert feedback.index("add.py now reads:") < feedback.index("AssertionError: -1")  # the failure last
-    assert feedback.rstrip().endswith(PLAN_FIX)  # where the cause is, first; then the blocks
-    assert after_plan.rstrip().endswith("Nothing changes unless you write the blocks.")
+    assert feedback.rstrip().endswith("Nothing changes unless you write the blocks.")
 
 
 async def test_a_check_of_several_commands_says_which_one_failed(tmp_path):
@@ -183,18 +179,16 @@ def test_in_blocks_mode_the_line_a_check_points_at_is_marked_with_its_error_in_t
     marked_back = {
         "content": "add.py\n```python\ndef add(a, b):\n    return {}[a]  # <- the check failed here\n```"
     }
-    plan = {"content": "`{}[a]` looks up an empty dict: it must read `a + b`."}
-    script = [wrong, {"content": "Done."}, plan, marked_back]
-    with ScriptedServer(script, default={"content": "Done."}) as server:
+    with ScriptedServer([wrong, {"content": "Done."}, marked_back], default={"content": "Done."}) as server:
         agent("run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--actions", "blocks")
         feedback = server.requests[2]["messages"][-1]["content"]
-        after_copy = server.requests[4]["messages"][-1]["content"]
+        after_copy = server.requests[3]["messages"][-1]["content"]
     assert feedback.startswith(
         "add.py now reads (the line the check points at is marked):\n```\ndef add(a, b):\n"
         "    return {}[a]  # <- the check failed here: KeyError: 2\n```"
     )
     assert "KeyError: 2" in feedback.split("--- check output ---")[1]  # the output too, after the file
-    assert feedback.rstrip().endswith(PLAN_FIX)
+    assert feedback.rstrip().endswith("Nothing changes unless you write the blocks.")
     # The file copied back with the mark is the file unchanged: the mark never reaches the disk.
     assert "add.py is exactly as it was, and the task's check failed on it" in after_copy
     assert (tmp_path / "add.py").read_text() == "def add(a, b):\n    return {}[a]\n"
@@ -208,15 +202,12 @@ def test_in_blocks_mode_a_located_file_too_long_to_show_gets_its_lines_and_a_sea
         f"# line {n} of a long module, kept to make it too long to show whole\n" for n in range(300)
     )
     (tmp_path / "add.py").write_text(f"def add(a, b):\n    return {{}}[a]\n{padding}")
-    plans = [{"content": "I will fix add.py."}, {"content": "Done."}, {"content": "Line 2 is wrong."}]
-    with ScriptedServer(plans, default={"content": "Done."}) as server:
+    with ScriptedServer([{"content": "Done."}], default={"content": "Done."}) as server:
         agent("run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--actions", "blocks")
-        # The task's plan, "Done." (the blocks asked for): then the check, its failure, and its plan.
-        feedback = server.requests[2]["messages"][-1]["content"]
-        after_plan = server.requests[3]["messages"][-1]["content"]
+        feedback = server.requests[1]["messages"][-1]["content"]
     assert "add.py now reads" not in feedback
     assert (
         "The check points at these lines, as they are now:\nadd.py, line 2:\n1| def add(a, b):\n2|     return {}[a]"
         in feedback
     )
-    assert "<<<<<<< SEARCH" in after_plan  # the file is too long to write whole
+    assert "<<<<<<< SEARCH" in feedback.split("--- end of check output ---")[1]

@@ -40,16 +40,28 @@ class Run:
     """One agent over a scripted server, with its events collected."""
 
     def __init__(
-        self, server: ScriptedServer, workspace: Path, approval: str = "full-auto", approve=None, **kw
+        self,
+        server: ScriptedServer,
+        workspace: Path,
+        approval: str = "full-auto",
+        approve=None,
+        settings: dict | None = None,
+        **kw,
     ) -> None:
         self.server, self.workspace, self.events = server, workspace, []
         self.approval, self.approve, self.kw = approval, approve, kw
+        self.settings = settings or {}
 
     async def __call__(self, task: str = "do the task"):
         client = ModelClient(Endpoint(base_url=self.server.url + "/v1", model="scripted"))
         workbench = Workbench(self.workspace)
         self.agent = await build_agent(
-            Settings(approval=self.approval), workbench, client, self.events.append, self.approve, **self.kw
+            Settings(approval=self.approval, **self.settings),
+            workbench,
+            client,
+            self.events.append,
+            self.approve,
+            **self.kw,
         )
         try:
             return await self.agent.run(task_message(workbench, task, self.agent.actions, self.agent.context))

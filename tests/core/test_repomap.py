@@ -17,7 +17,6 @@ import pytest
 from agent.core.repomap import named_files, outline, repository_view, text_files
 from agent.events import ApprovalAnswer, ApprovalRequested, Notice, PermissionDecided
 from agent.protocols.base import fence_for
-from agent.protocols.edit_blocks.prompt import PLAN_TASK
 from tests.core.test_loop import Run, git_repo
 from tests.frontends.test_headless import agent, task_file
 from tests.scripted_server import ScriptedServer
@@ -378,14 +377,11 @@ async def test_a_block_for_a_tail_of_a_long_files_path_means_that_file_and_is_re
     block = answer(
         "path/to/pkg/utils.py", f"{FENCE}python", "def helper_sum(a, b):", "    return a + b", FENCE
     )
-    plan = answer("I will add helper_sum to src/pkg/utils.py.")
-    with ScriptedServer([plan, block, answer("Done.")], n_ctx=8192) as server:
+    with ScriptedServer([block, answer("Done.")], n_ctx=8192) as server:
         await Run(server, root, actions="blocks")("In src/pkg/utils.py, add a function helper_sum(a, b).")
         task = server.requests[0]["messages"][-1]["content"]
-        after_plan = server.requests[1]["messages"][-1]["content"]
-        told = server.requests[2]["messages"][-1]["content"]
-    assert task.endswith(PLAN_TASK)  # a plan first; the blocks asked for then say which form to use
-    assert after_plan.endswith(
+        told = server.requests[1]["messages"][-1]["content"]
+    assert task.endswith(
         "Act now: to change src/pkg/utils.py, write its path alone on a line, then a fenced block of "
         "SEARCH/REPLACE edits whose SEARCH lines are copied exactly from the lines shown above. To create "
         "a new file, write its path, then the complete file in a fenced block. Nothing changes unless you "

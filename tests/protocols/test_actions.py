@@ -12,7 +12,7 @@ from agent.events import (
     ToolCallStarted,
     UserMessage,
 )
-from agent.protocols.edit_blocks.prompt import BLOCKS_REMINDER, PLAN_TASK, PLAN_TOKENS
+from agent.protocols.edit_blocks.prompt import BLOCKS_REMINDER, PLAN_FIX, PLAN_TASK, PLAN_TOKENS
 from tests.core.test_loop import Run, git_repo
 from tests.scripted_server import ScriptedServer
 
@@ -26,8 +26,6 @@ def answer(*parts: str) -> dict:
 WRITE_ADD = answer(
     "I'll create the module.", "", "add.py", f"{FENCE}python", "def add(a, b):", "    return a - b", FENCE
 )
-# The plan the task message asks for before any block (agent/protocols/edit_blocks/prompt.py).
-PLAN = answer("I will change the files the task names.")
 FIX_ADD = answer(
     "add.py", f"{FENCE}python", "<<<<<<< SEARCH", "    return a - b", "=======", "    return a + b",
     ">>>>>>> REPLACE", FENCE, "", f"{FENCE}bash", "python3 -c 'from add import add; print(add(2, 3))'", FENCE,
@@ -57,23 +55,21 @@ async def test_blocks_write_edit_and_run_then_a_plain_answer_ends_the_task(tmp_p
 async def test_the_blocks_system_prompt_is_stable_and_the_repository_is_in_the_task(tmp_path):
     repo = git_repo(tmp_path / "repo")
     (repo / "greet.py").write_text("def greet(name):\n    return 'hi ' + name\n")
-    with ScriptedServer([PLAN, answer("Nothing to do.")]) as server:
+    with ScriptedServer([answer("Nothing to do.")]) as server:
         await Run(server, repo, actions="blocks")("Make greet say hello.")
-        body, after_plan = server.requests[0], server.requests[1]["messages"][-1]["content"]
+        body = server.requests[0]
     system, task = body["messages"][0]["content"], body["messages"][1]["content"]
     assert "SEARCH/REPLACE" in system and "greet" not in system  # the prefix holds no repository facts
     assert "greet.py\n```\ndef greet(name):" in task
-    plan_asked = task.index("Do not write any file yet.")
-    assert task.index("greet.py\n```") < task.index("Make greet say hello.") < plan_asked
-    assert after_plan.startswith("Now make that change. Act now:")  # the blocks, once the plan is given
+    assert task.index("greet.py\n```") < task.index("Make greet say hello.") < task.index("Act now:")
 
 
 async def test_a_fence_without_a_path_is_not_applied_and_the_model_is_told(tmp_path):
     repo = git_repo(tmp_path / "repo")
     no_path = answer("Here is the code:", f"{FENCE}python", "print('hi')", FENCE)
-    with ScriptedServer([PLAN, no_path, answer("Done.")]) as server:
+    with ScriptedServer([no_path, answer("Done.")]) as server:
         outcome = await Run(server, repo, actions="blocks")()
-        feedback = server.requests[2]["messages"][-1]["content"]
+        feedback = server.requests[1]["messages"][-1]["content"]
     assert outcome.status == "completed"
     assert list(repo.iterdir()) == [repo / ".git"]  # nothing was written
     assert "Not applied:" in feedback and "path" in feedback
@@ -83,9 +79,9 @@ async def test_a_fence_without_a_path_names_the_file_its_definitions_belong_to(t
     repo = git_repo(tmp_path / "repo")
     (repo / "notes.py").write_text("class Note:\n    pass\n\n\ndef load(path):\n    return []\n")
     snippet = answer("Fix:", f"{FENCE}python", "class Note:", "    tags = None", FENCE)
-    with ScriptedServer([PLAN, snippet, answer("Done.")]) as server:
+    with ScriptedServer([snippet, answer("Done.")]) as server:
         await Run(server, repo, actions="blocks")()
-        feedback = server.requests[2]["messages"][-1]["content"]
+        feedback = server.requests[1]["messages"][-1]["content"]
     assert "looks like a change to notes.py" in feedback
     assert (repo / "notes.py").read_text().startswith("class Note:\n    pass")  # nothing applied
 
@@ -116,10 +112,10 @@ async def test_a_whole_file_block_cut_off_at_max_tokens_is_never_applied(tmp_pat
     repo = git_repo(tmp_path / "repo")
     (repo / "big.py").write_text("KEEP = 1\n")
     cut = {"content": "big.py\n```python\nKEEP = 2\ndef half(", "finish_reason": "length"}
-    with ScriptedServer([PLAN, cut, answer("Done.")]) as server:
+    with ScriptedServer([cut, answer("Done.")]) as server:
         run = Run(server, repo, actions="blocks")
         await run()
-        feedback = server.requests[2]["messages"][-1]["content"]
+        feedback = server.requests[1]["messages"][-1]["content"]
     assert (repo / "big.py").read_text() == "KEEP = 1\n"
     assert run.results() == []
     assert "cut off" in feedback
@@ -273,10 +269,10 @@ async def test_a_first_answer_that_copies_a_file_back_unchanged_is_not_taken_as_
     repo = git_repo(tmp_path / "repo")
     (repo / "stats.py").write_text("def median(xs):\n    return xs[len(xs) // 2]\n")
     copied = answer("stats.py", f"{FENCE}python", "def median(xs):", "    return xs[len(xs) // 2]", FENCE)
-    with ScriptedServer([PLAN, copied, answer("Done.")]) as server:
+    with ScriptedServer([copied, answer("Done.")]) as server:
         outcome = await Run(server, repo, actions="blocks")()
-        told = server.requests[2]["messages"][-1]["content"]
-    assert outcome.status == "completed" and len(server.requests) == 3
+        told = server.requests[1]["messages"][-1]["content"]
+    assert outcome.status == "completed" and len(server.requests) == 2
     assert "stats.py is exactly as it was, so nothing is done yet" in told
 
 
@@ -301,9 +297,9 @@ async def test_a_pathless_snippet_about_a_named_file_gets_that_file_named_back(t
     repo = git_repo(tmp_path / "repo")
     (repo / "test_fizz.py").write_text("def test_one():\n    assert fizz(1) == '1'\n")
     snippet = answer("In `test_fizz.py`, add at the top:", f"{FENCE}python", "from fizz import fizz", FENCE)
-    with ScriptedServer([PLAN, snippet, answer("Done.")]) as server:
+    with ScriptedServer([snippet, answer("Done.")]) as server:
         await Run(server, repo, actions="blocks")()
-        feedback = server.requests[2]["messages"][-1]["content"]
+        feedback = server.requests[1]["messages"][-1]["content"]
     assert "looks like a change to test_fizz.py" in feedback
 
 
@@ -315,6 +311,10 @@ async def test_restating_a_changed_file_without_its_path_ends_the_task(tmp_path)
         outcome = await Run(server, repo, actions="blocks")()
         assert len(server.requests) == 2
     assert outcome.status == "completed"
+
+
+# The plan step (`plan_first`): asked where the change goes before the blocks.
+PLAN_FIRST = {"plan_first": True}
 
 
 async def test_the_plan_asked_for_first_is_not_applied_nor_its_command_run_and_the_blocks_follow(tmp_path):
@@ -332,7 +332,7 @@ async def test_the_plan_asked_for_first_is_not_applied_nor_its_command_run_and_t
         "    return t", FENCE,
     )  # fmt: skip
     with ScriptedServer([plan, fixed, answer("Done.")]) as server:
-        run = Run(server, repo, actions="blocks")
+        run = Run(server, repo, actions="blocks", settings=PLAN_FIRST)
         outcome = await run()
         asked, after_plan = (server.requests[i]["messages"][-1]["content"] for i in (0, 1))
         history = server.requests[1]["messages"]
@@ -350,7 +350,7 @@ async def test_the_plan_asked_for_first_is_not_applied_nor_its_command_run_and_t
 async def test_an_answer_that_writes_at_once_is_read_as_blocks_and_a_plan_is_capped(tmp_path):
     repo = git_repo(tmp_path / "repo")
     with ScriptedServer([WRITE_ADD, answer("Done.")]) as server:
-        await Run(server, repo, actions="blocks")()
+        await Run(server, repo, actions="blocks", settings=PLAN_FIRST)()
         assert len(server.requests) == 2  # no plan step: the file was written at once
     assert (repo / "add.py").exists()
     # A plan cut at its token cap, in the middle of a file it began, is a plan: nothing is written.
@@ -360,7 +360,7 @@ async def test_an_answer_that_writes_at_once_is_read_as_blocks_and_a_plan_is_cap
         "finish_reason": "length",
     }
     with ScriptedServer([cut, answer("Done.")]) as server:
-        await Run(server, repo, actions="blocks")()
+        await Run(server, repo, actions="blocks", settings=PLAN_FIRST)()
         told = server.requests[1]["messages"][-1]["content"]
         caps = [body.get("max_tokens") for body in server.requests]
     assert told.startswith("Now make that change.")
@@ -386,3 +386,20 @@ async def test_a_pathless_block_holding_every_definition_of_the_one_changed_file
     assert "Not applied" not in told and "Wrote report.py" in told
     assert (repo / "other.py").read_text() == "def unrelated():\n    return 1\n"
     assert [e.name for e in run.of(ToolCallStarted)] == ["write_file", "write_file"]
+
+
+def test_with_the_plan_step_a_failed_check_asks_for_the_cause_first_then_for_the_blocks(tmp_path):
+    from agent.core.check_output import CheckFailure
+    from agent.core.llm import Completion, TurnStats
+    from agent.protocols.edit_blocks.protocol import BlockActions
+
+    (tmp_path / "add.py").write_text("def add(a, b):\n    return a - b\n")
+    failure = CheckFailure("The task is not done yet: its check failed.\n", "", "Find the cause.", [], "")
+    off, on = BlockActions(tmp_path), BlockActions(tmp_path)
+    on.plan_first = True
+    assert off.after_failed_check(failure).endswith(BLOCKS_REMINDER)  # the default: the blocks at once
+    assert on.after_failed_check(failure).endswith(PLAN_FIX)
+    plan = Completion("`return a - b` must read `return a + b`.", "", [], TurnStats())
+    read = on.read(plan, None)
+    assert read.calls == [] and read.followup == "Now make that change. " + BLOCKS_REMINDER
+    assert on.request_overrides() == {}  # the cap was for the plan only

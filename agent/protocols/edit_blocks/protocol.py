@@ -50,14 +50,20 @@ class BlockActions:
     mode: ActionsMode = "blocks"
     system_prompt = SYSTEM_PROMPT_BLOCKS
     shows_repository = True  # a small model acts on what it is shown; it rarely asks to read
+    # Off by default (the `plan_first` setting): on the small suite it solved 5/14 against 4/14, one
+    # run each, and the tests of the embedded coder have not been reworked for its extra turns.
+    plan_first = False
 
     def reminder(self, partly: list[str]) -> str:
         """A plan first (PLAN_TASK); the blocks are asked for once the model has given it."""
         act = BLOCKS_REMINDER_PARTLY.format(files=" or ".join(partly)) if partly else BLOCKS_REMINDER
-        return self._plan_first(PLAN_TASK, act)
+        return self._ask_first(PLAN_TASK, act)
 
-    def _plan_first(self, ask: str, act: str) -> str:
-        """Ask for a plan now, and for the blocks (`act`) after it: the next answer is read as a plan."""
+    def _ask_first(self, ask: str, act: str) -> str:
+        """Ask for a plan now, and for the blocks (`act`) after it: the next answer is read as a plan;
+        without `plan_first`, ask for the blocks at once."""
+        if not self.plan_first:
+            return act
         self.planning, self.act = True, act
         return ask
 
@@ -106,7 +112,7 @@ class BlockActions:
             else:
                 files.append(self._show(path))
         message = failure.head + (failure.where if unshown else "") + failure.tail
-        plan = self._plan_first(PLAN_FIX, SEARCH_REPLACE_REMINDER if unshown else BLOCKS_REMINDER)
+        plan = self._ask_first(PLAN_FIX, SEARCH_REPLACE_REMINDER if unshown else BLOCKS_REMINDER)
         return "\n\n".join([*[f for f in files if f], message, plan])
 
     def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]:
