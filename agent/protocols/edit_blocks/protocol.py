@@ -157,14 +157,7 @@ class BlockActions:
         unchanged = [a for a in actions if self._unchanged(a)]
         actions = [a for a in actions if a not in unchanged]
         planned, self.planning = self.planning, False
-        commands_only = all(a.kind == "bash" for a in actions) and not _outside_fences(completion.content)
-        sketches_only = all(any(n in p for n in PLAN_SKETCHES) for p in parsed.problems)
-        if (
-            planned
-            and not any(a.path and not a.labelled for a in actions if a.kind != "bash")
-            and (sketches_only or stopped_at_limit(completion))
-            and not (actions and commands_only)
-        ):
+        if planned and _is_plan(parsed, actions, completion):
             # The plan asked for: its code (a line quoted, a fix sketched, the file copied as it is)
             # is no block to apply, and its commands are what it means to run once the change is
             # made: run before it, a test's output came last and the 1.5B wrote its fix into the
@@ -377,6 +370,18 @@ def _unmarked(action: Action) -> Action:
 
 def _normalised(text: str) -> str:
     return "\n".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _is_plan(parsed: ParsedAnswer, actions: list[Action], completion: Completion) -> bool:
+    """Whether an answer to the plan asked for is that plan: no file written under a path line, no
+    block tried and malformed (unless the cap cut it), and not commands alone."""
+    if any(a.path and not a.labelled for a in actions if a.kind != "bash"):
+        return False
+    sketches_only = all(any(n in p for n in PLAN_SKETCHES) for p in parsed.problems)
+    if not (sketches_only or stopped_at_limit(completion)):
+        return False
+    commands_only = all(a.kind == "bash" for a in actions) and not _outside_fences(completion.content)
+    return not (actions and commands_only)
 
 
 def _outside_fences(content: str) -> str:
