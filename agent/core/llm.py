@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -221,6 +222,29 @@ def repeating_tail(
             return unit if unit > max_unit else None
         at = text.rfind(key, 0, at + probe - 1)
     return None
+
+
+COUNTING_LINES = 40  # lines in a row that differ only in their numbers: a model counting, not coding
+_NUMBER = re.compile(r"\d+")
+
+
+def counting_tail(text: str, lines: int = COUNTING_LINES) -> int | None:
+    """Where to cut `text` when it ends in a count that runs on: its last `lines` whole lines are one
+    line with its numbers changed (`store.set("user:1", "user1")` to `"user:139"`, the 1.5B until its
+    4,096 tokens ran out, kv-report 2026-12-05). A unit repeated as is, `repeating_tail` catches. The
+    cut keeps the first line of the run."""
+    whole = text[: text.rfind("\n") + 1]
+    tail = whole.splitlines(keepends=True)[-lines - 1 :]
+    if len(tail) <= lines or not _NUMBER.search(tail[-1]):
+        return None
+    shapes = {_NUMBER.sub("0", line) for line in tail[1:]}
+    if len(shapes) != 1 or not tail[-1].strip() or len(set(tail[1:])) == 1:
+        return None
+    run = whole.splitlines(keepends=True)
+    start = len(run) - lines
+    while start > 0 and _NUMBER.sub("0", run[start - 1]) in shapes:
+        start -= 1
+    return sum(len(line) for line in run[: start + 1])
 
 
 def one_copy(text: str, unit: int) -> str:
@@ -442,6 +466,7 @@ class ModelClient:
         first = last = None
         streamed = False
         looped: int | None = None
+        counted: int | None = None  # where to cut an answer that counts on (counting_tail)
         stopped: tuple[str, str] | None = None
         checked_at = 0
         size = 0
@@ -477,6 +502,7 @@ class ModelClient:
                         if size - checked_at >= REPEAT_CHECK_EVERY:
                             checked_at = size
                             looped = repeating_tail("".join(text))
+                            counted = None if looped else counting_tail("".join(text))
                         if stop is not None and "\n" in delta.content:
                             stopped = stop("".join(text))
                     thought = (delta.model_extra or {}).get("reasoning_content")
@@ -497,7 +523,7 @@ class ModelClient:
                         now = time.monotonic()
                         first = first or now
                         last = now
-                if looped or stopped:
+                if looped or counted or stopped:
                     break  # closing the stream below makes llama-server stop generating
         except Exception as exc:
             raise map_error(exc, partial=streamed, opened=True) from exc
@@ -550,6 +576,10 @@ class ModelClient:
         elif looped:
             finish = None  # cut by us: what it was writing is unfinished
             content = one_copy(content, looped)
+        elif counted:
+            finish = None
+            looped = counted - content.rfind("\n", 0, counted - 1) - 1  # one line: the unit it repeats
+            content = content[:counted]
         yield Completion(
             content,
             "".join(reasoning),

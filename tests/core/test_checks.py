@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from agent.core.checks import OUTPUT_LIMIT, cap_output, run_check
+from agent.core.checks import OUTPUT_LIMIT, cap_output, feedback, run_check
 from tests.frontends.test_headless import agent, call, task_file
 from tests.scripted_server import ScriptedServer
 
@@ -116,6 +116,20 @@ async def test_a_check_of_several_commands_says_which_one_failed(tmp_path):
     assert not result.passed
     assert result.failed_part == "test -e missing.txt"
     assert result.to_dict()["failed_part"] == "test -e missing.txt"
+
+
+async def test_a_pytest_check_that_finds_no_tests_says_where_pytest_looks_for_them(tmp_path):
+    (tmp_path / "linked_list.py").write_text("def head():\n    return None\n")
+    result = await run_check(f"{sys.executable} -m pytest -q -p no:cacheprovider", tmp_path, timeout=60)
+    assert result.exit_code == 5
+    told = feedback(result, tmp_path).message
+    assert "pytest found no tests to run" in told and "`test_*.py`" in told
+    assert "Find the cause in the code" not in told  # no code is at fault
+    # Any other failure is sent as before.
+    (tmp_path / "test_one.py").write_text("def test_one():\n    assert False\n")
+    result = await run_check(f"{sys.executable} -m pytest -q -p no:cacheprovider", tmp_path, timeout=60)
+    assert result.exit_code == 1
+    assert "Find the cause in the code" in feedback(result, tmp_path).message
 
 
 async def test_a_check_of_one_command_names_no_part(tmp_path):

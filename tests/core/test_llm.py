@@ -15,6 +15,7 @@ from agent.core.llm import (
     ServerFailure,
     ServerGone,
     ServerLoading,
+    counting_tail,
     one_copy,
     repeating_tail,
 )
@@ -241,6 +242,27 @@ async def test_a_tool_call_cut_off_at_max_tokens_arrives_as_written_with_finish_
         await client.close()
     assert done.tool_calls[0].arguments == cut  # parsing and repair are the loop's job, with the raw text
     assert done.stats.finish_reason == "length"
+
+
+def test_a_count_that_runs_on_line_after_line_is_a_loop_and_a_table_is_not():
+    head = "report.py\n```python\ndef test_kv():\n    store = Store()\n"
+    count = "".join(f'    store.set("user:{i}", "user{i}")\n' for i in range(1, 140))
+    cut = counting_tail(head + count + '    store.set("us')
+    assert cut is not None and (head + count)[:cut] == head + '    store.set("user:1", "user1")\n'
+    assert counting_tail(head + count[: count.index("user:39")]) is None  # 38 lines: may be real code
+    # Code whose lines differ by more than their numbers, or a line repeated as is, is no count.
+    code = "".join(f"def f{i}(x):\n    return x * {i}\n\n" for i in range(60))
+    assert counting_tail(code) is None and counting_tail("x = 1\n" * 60) is None
+
+
+async def test_an_answer_that_counts_on_is_cut_and_said_to_repeat():
+    count = "".join(f'    store.set("user:{i}", "user{i}")\n' for i in range(1, 400))
+    with ScriptedServer([{"content": "a.py\n```python\n" + count}]) as server:
+        client = client_for(server)
+        _, done = await run(client)
+        await client.close()
+    assert done.content == 'a.py\n```python\n    store.set("user:1", "user1")\n'
+    assert done.repetition and not done.complete
 
 
 def test_a_loop_is_a_short_unit_four_times_or_a_long_unit_twice_in_a_row():

@@ -313,6 +313,25 @@ async def test_restating_a_changed_file_without_its_path_ends_the_task(tmp_path)
     assert outcome.status == "completed"
 
 
+async def test_the_instructions_example_copied_into_an_answer_is_not_written(tmp_path):
+    """implement-docstring: `path/to/example.py` with `return 43`, beside the real change."""
+    repo = git_repo(tmp_path / "repo")
+    both = answer(
+        "path/to/example.py", f"{FENCE}python", "def example():", "    return 43", FENCE, "",
+        "path/to/test_add.py", f"{FENCE}python", "def test_add():", "    assert 1 + 1 == 2", FENCE,
+    )  # fmt: skip
+    with ScriptedServer([both, answer("Done.")]) as server:
+        await Run(server, repo, actions="blocks")()
+        told = server.requests[1]["messages"][-1]["content"]
+    assert (repo / "test_add.py").exists() and not (repo / "example.py").exists()
+    assert "the path/to/example.py block is the instructions' example" in told
+    # A project that has its own example.py gets the block, as any other file.
+    (repo / "example.py").write_text("def example():\n    return 42\n")
+    with ScriptedServer([both, answer("Done.")]) as server:
+        await Run(server, repo, actions="blocks")()
+    assert (repo / "example.py").read_text() == "def example():\n    return 43\n"
+
+
 # The plan step (`plan_first`): asked where the change goes before the blocks.
 PLAN_FIRST = {"plan_first": True}
 
@@ -345,6 +364,29 @@ async def test_the_plan_asked_for_first_is_not_applied_nor_its_command_run_and_t
     assert not (repo / "ran-before-the-fix").exists()
     assert history[-2] == {"role": "assistant", "content": plan["content"]}  # the plan stays, next to it
     assert [e.name for e in run.of(ToolCallStarted)] == ["write_file"]
+
+
+async def test_the_plan_given_again_after_the_change_is_done_but_not_before_it(tmp_path):
+    """cli-flag, dataclass-field: the change made, the 1.5B gave its plan again, sketches and all,
+    until the repeat guard ended the task before the check could judge the change."""
+    repo = git_repo(tmp_path / "repo")
+    (repo / "add.py").write_text("def add(a, b):\n    return a - b\n")
+    plan = answer(
+        "`return a - b` must read:", f"{FENCE}python", "    return a + b", FENCE, "Then run:",
+        f"{FENCE}bash", "echo ran >> runs.txt", FENCE,
+    )  # fmt: skip
+    fixed = answer("add.py", f"{FENCE}python", "def add(a, b):", "    return a + b", FENCE)
+    with ScriptedServer([plan, plan, fixed, plan]) as server:
+        run = Run(server, repo, actions="blocks", settings=PLAN_FIRST)
+        outcome = await run()
+        told = [body["messages"][-1]["content"] for body in server.requests]
+    # Before any change, the plan again is no change: its sketch is refused and its command run, as
+    # without the plan step.
+    assert "Not applied" in told[2] and "without a file path" in told[2]
+    assert outcome.status == "completed" and len(told) == 4
+    assert (repo / "add.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert (repo / "runs.txt").read_text() == "ran\n"  # after the change, the plan's command is not run
+    assert any("described its change again" in n.message for n in run.of(Notice))
 
 
 async def test_an_answer_that_writes_at_once_is_read_as_blocks_and_a_plan_is_capped(tmp_path):

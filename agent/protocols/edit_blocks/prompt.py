@@ -1,6 +1,9 @@
 """What the `blocks` protocol tells the model: the system prompt (part of the stable prefix,
 agent.core.prompt) and the reminder said last, next to where the model starts writing."""
 
+# The example's file, in the system prompt below: a block that writes it is the format copied, not work.
+EXAMPLE_PATH = "path/to/example.py"
+
 # For small models (the `blocks` protocol): they act by writing text they saw in training. Short,
 # concrete, with the three formats shown once. Small models copy the example's `path/to/` folder into
 # their paths; the blocks reader takes it off (agent/protocols/edit_blocks/protocol.py).

@@ -25,6 +25,7 @@ from agent.protocols.edit_blocks.prompt import (
     APPLY_PLAN,
     BLOCKS_REMINDER,
     BLOCKS_REMINDER_PARTLY,
+    EXAMPLE_PATH,
     PLAN_FIX,
     PLAN_TASK,
     PLAN_TOKENS,
@@ -151,6 +152,20 @@ class BlockActions:
         )
         if not self.planning:  # in a plan, code without a path is a sketch
             parsed = self._adopt_pathless(parsed)
+        # The instructions' example, copied with its path (`def example(): return 43`, written as a
+        # new example.py beside the real change in implement-docstring, 2026-12-05): no work of the
+        # task. Said, and not applied.
+        copied = [a for a in parsed.actions if a.path == EXAMPLE_PATH and not self._read("example.py")]
+        if copied:
+            parsed = replace(
+                parsed,
+                actions=[a for a in parsed.actions if a not in copied],
+                problems=[
+                    *parsed.problems,
+                    f"the {EXAMPLE_PATH} block is the instructions' example of the format, not a file of "
+                    "this project. Write only the files the task needs.",
+                ],
+            )
         # A whole file written back unchanged is the model restating its work, not a change to make:
         # an answer made only of those ends the task like a plain "done".
         actions = [_unmarked(self._known_path(a)) for a in parsed.actions]
@@ -167,6 +182,9 @@ class BlockActions:
             # writes a file under a path line at once, or tries to in a whole answer (a block
             # malformed), or that is only commands, is acting.
             return ReadAnswer([], completion.content, followup=APPLY_PLAN.format(reminder=self.act))
+        if self._plan_again(parsed, actions, completion):
+            why = "the model described its change again after making it: taken as done"
+            return ReadAnswer([], completion.content, notice=why)
         problems = list(parsed.problems)
         if problems and self._restates_files(completion.content):
             # "The file now reads: ```...```" with the file, or a part of it, exactly as it is now: a
@@ -189,6 +207,15 @@ class BlockActions:
                 why = "so nothing is done yet. Write it again with the task's change in it."
             problems += [f"{a.path} is exactly as it was, {why}" for a in unchanged]
         return ReadAnswer(to_tool_calls(actions), completion.content, problems)
+
+    def _plan_again(self, parsed: ParsedAnswer, actions: list[Action], completion: Completion) -> bool:
+        """Whether, the change made and not yet judged, the answer is a plan again, sketches and all.
+        The 1.5B gives its plan again nearly word for word once it has written the change; refused for
+        its pathless sketches, it gave the same answer until the repeat guard ended the task, and no
+        check round came (cli-flag and dataclass-field in run E, 2026-12-05). It is telling what it
+        did: the check judges the change. Commands with prose and no sketch are run as ever."""
+        settled = self.changed and not (self.check_failed or self.tool_failed)
+        return bool(self.plan_first and settled and parsed.problems and _is_plan(parsed, actions, completion))
 
     def _adopt_pathless(self, parsed: ParsedAnswer) -> ParsedAnswer:
         """The answer's one block of code without a path, when it holds every definition of exactly
