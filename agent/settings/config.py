@@ -38,8 +38,8 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    # coder-ngram: on the agent's own turns replayed, n-gram drafting took 0.63x the time per turn of no
-    # speculation (docs/benchmarks.md, "Speculation on the agent's own turns"); a draft model cost more.
+    # coder-ngram: on the agent's own turns replayed, n-gram drafting took 0.60-0.63x the time per turn of
+    # no speculation (docs/benchmarks.md, "Speculation on the agent's own turns"); a draft model cost more.
     profile: str = Field(
         "coder-ngram", description="The server profile used when none is named (AGENT_PROFILE)."
     )
