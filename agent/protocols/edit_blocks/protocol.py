@@ -242,7 +242,7 @@ class BlockActions:
     def _restates_files(self, content: str) -> bool:
         """Whether every fenced block of the answer that has code in it repeats, line for line, a part
         of a file this session changed (indentation and blank lines aside)."""
-        bodies = [b for b in _fenced_bodies(content) if b]
+        bodies = [b for b in _split_fences(content)[1] if b]
         if not bodies or not self.changed:
             return False
         texts = [_normalised(self._read(rel) or "") for rel in self.changed]
@@ -407,33 +407,25 @@ def _is_plan(parsed: ParsedAnswer, actions: list[Action], completion: Completion
     sketches_only = all(any(n in p for n in PLAN_SKETCHES) for p in parsed.problems)
     if not (sketches_only or stopped_at_limit(completion)):
         return False
-    commands_only = all(a.kind == "bash" for a in actions) and not _outside_fences(completion.content)
+    commands_only = all(a.kind == "bash" for a in actions) and not _split_fences(completion.content)[0]
     return not (actions and commands_only)
 
 
-def _outside_fences(content: str) -> str:
-    """The answer's text outside its fenced blocks, blank lines dropped."""
-    kept, inside = [], False
+def _split_fences(content: str) -> tuple[list[str], list[str]]:
+    """An answer's non-blank lines outside its fenced blocks, and the normalised text of each block (an
+    opening fence, with or without a tag, and a closing one are both a line starting with ```)."""
+    outside, bodies, inside, lines = [], [], False, []
     for line in content.splitlines():
         if line.strip().startswith("```"):
-            inside = not inside
-        elif not inside and line.strip():
-            kept.append(line)
-    return "\n".join(kept)
-
-
-def _fenced_bodies(content: str) -> list[str]:
-    """The normalised text of each fenced block of an answer."""
-    bodies, inside, lines = [], False, []
-    for line in content.splitlines():
-        if line.strip().startswith("```"):  # an opening fence (with or without a tag) or a closing one
             if inside:
                 bodies.append(_normalised("\n".join(lines)))
                 lines = []
             inside = not inside
         elif inside:
             lines.append(line)
-    return bodies
+        elif line.strip():
+            outside.append(line)
+    return outside, bodies
 
 
 def _arguments(call: ToolCall) -> dict[str, Any]:
