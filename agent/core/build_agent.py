@@ -72,6 +72,7 @@ async def build_agent(
     history: list | None = None,
     extra_tools: list | None = None,
     actions: ActionsMode = "tools",
+    plan_first: bool = False,  # the profile's; the setting, where set, wins
 ) -> Agent:
     if workbench.repo is None:
         emit(
@@ -102,7 +103,7 @@ async def build_agent(
     for path in shown_in_history(history or [], workbench.workspace):
         mark_shown_whole(workbench.tool_state, path)
     protocol = make_actions(actions, workbench.workspace)
-    protocol.plan_first = settings.plan_first
+    protocol.plan_first = plan_first if settings.plan_first is None else settings.plan_first
     context = ContextWindow(
         n_ctx, reserve, tools_chars=len(json.dumps(protocol.request_tools(tools))),
         summarise=summariser(client, tools.schemas), emit=emit,

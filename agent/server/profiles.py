@@ -118,6 +118,11 @@ class ServerProfile(BaseModel):
         "tools",
         description="How the model acts: native tool calls, or edit blocks written as text (small models).",
     )
+    plan_first: bool = Field(
+        False,
+        description="Edit blocks: ask where the change goes, with no file yet, before the blocks (small "
+        "models that copy back what they are shown). The `plan_first` setting overrides it.",
+    )
     fallback: bool = Field(
         True,
         description="When the draft fails (preflight, at load, or at the first request), run the same "

@@ -292,6 +292,7 @@ async def open_session(setup: SessionSetup, emit: Callable[[Event], None]) -> As
         agent = await build_agent(
             settings, workbench, client, emit_recorded, approve=setup.approve, approval=setup.approval,
             limits=setup.limits, tool_choice=setup.tool_choice, extra_tools=mcp.tools, actions=actions,
+            plan_first=profile.plan_first,
             # the system prompt of now before a resumed history: the prefix the server caches
             history=[{"role": "system", "content": system_prompt(workspace, actions)}, *history] if history else None,
         )  # fmt: skip

@@ -87,9 +87,10 @@ class Settings(BaseModel):
         True, description="Check each file the model edits at once (syntax, undefined names) and tell it "
         "the new problems with that edit's result.",
     )  # fmt: skip
-    plan_first: bool = Field(
-        False, description="Edit blocks (small models): ask where the change goes, with no file yet, "
-        "before asking for the blocks, at a task's start and after each failed check.",
+    plan_first: bool | None = Field(
+        None, description="Edit blocks (small models): ask where the change goes, with no file yet, "
+        "before asking for the blocks, at a task's start and after each failed check. Unset: as the "
+        "server profile says (`plan_first` there).",
     )  # fmt: skip
     lint_command: str | None = Field(
         None, description="The project's own lint, run on each edited file after the built-in check; "

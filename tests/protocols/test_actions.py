@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from agent.events import (
     AssistantMessage,
     Notice,
@@ -14,6 +16,7 @@ from agent.events import (
 )
 from agent.protocols.edit_blocks.prompt import BLOCKS_REMINDER, PLAN_FIX, PLAN_TASK, PLAN_TOKENS
 from tests.core.test_loop import Run, git_repo
+from tests.frontends.test_headless import agent, task_file
 from tests.scripted_server import ScriptedServer
 
 FENCE = "```"
@@ -334,6 +337,28 @@ async def test_the_instructions_example_copied_into_an_answer_is_not_written(tmp
 
 # The plan step (`plan_first`): asked where the change goes before the blocks.
 PLAN_FIRST = {"plan_first": True}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setting", [None, False])
+def test_a_profile_asks_for_the_plan_step_and_the_setting_overrides_it(tmp_path, isolated_state, setting):
+    """The embedded coder's profiles say `plan_first = true`; `plan_first = false` in config.toml wins."""
+    config = isolated_state.parent / "config"
+    (config / "profiles").mkdir(parents=True)
+    work = tmp_path / "work"
+    task = task_file(tmp_path, "Create hello.py.", approval="full-auto", workdir="work")
+    if setting is not None:
+        (config / "config.toml").write_text(f"plan_first = {str(setting).lower()}\n")
+    write = answer("hello.py", f"{FENCE}python", 'print("hi")', FENCE)
+    with ScriptedServer([write, write, answer("Done.")]) as server:
+        (config / "profiles" / "small.toml").write_text(
+            f'description = "a small model"\nbase_url = "{server.url}"\nactions = "blocks"\nplan_first = true\n'
+        )
+        result = agent("run", str(task), "-p", "small")
+        asked = server.requests[0]["messages"][-1]["content"]
+    assert result.returncode == 0, result.stderr
+    assert asked.rstrip().endswith(PLAN_TASK) is (setting is None)
+    assert (work / "hello.py").read_text() == 'print("hi")\n'
 
 
 async def test_the_plan_asked_for_first_is_not_applied_nor_its_command_run_and_the_blocks_follow(tmp_path):

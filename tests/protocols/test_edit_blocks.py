@@ -174,6 +174,18 @@ def test_a_fence_without_a_path_is_not_applied():
     ]
 
 
+def test_a_fence_holding_only_a_path_says_so_and_where_the_path_goes():
+    """hello, suite run F: ```python / path/to/hello.py / ```, three times, until the repeat guard."""
+    parsed = parse(f"{F}python\npath/to/hello.py\n{F}\n")
+    assert parsed.actions == [] and parsed.pathless == []
+    assert parsed.problems == [
+        "the ```python block holds only a path, hello.py, and no content: write hello.py alone on a line, "
+        "then a fenced block holding the file's complete content."
+    ]
+    # One line of code is code, not a path.
+    assert "without a file path" in parse(f"{F}python\nprint(1)\n{F}\n").problems[0]
+
+
 def test_a_sentence_ending_with_a_colon_is_not_a_path():
     parsed = parse(f"Here is the updated file:\n{F}python\nprint(1)\n{F}\n")
     assert parsed.actions == []

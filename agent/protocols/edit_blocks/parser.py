@@ -287,6 +287,14 @@ class _Reader:
             # first (suite run 6). The label names the file; it is not part of it.
             first = body.index(next(ln for ln in body if ln.strip()))
             self._write(labelled, _joined(body[first + 1 :]), labelled=True)
+        elif only_path := _only_a_path(body):
+            # ```python / path/to/hello.py / ```: the path put inside the fence, and nothing else. Told
+            # "put the path on the line before the fence", the 1.5B gave the same answer until the
+            # repeat guard ended the task (hello, suite run F, 2026-12-06).
+            self.problems.append(
+                f"the ```{tag} block holds only a path, {only_path}, and no content: write {only_path} "
+                "alone on a line, then a fenced block holding the file's complete content."
+            )
         else:
             self.problems.append(_no_path(tag))
             if tag:  # code, not quoted output: the protocol may know which file it is
@@ -441,6 +449,13 @@ def _path_comment(body: list[str]) -> str | None:
     match = _COMMENT_LABEL.match(first)
     name = match.group(1) if match else None
     return name if name and "." in posixpath.basename(name) and path_from_line(name) else None
+
+
+def _only_a_path(body: list[str]) -> str | None:
+    """The path that is the whole of a block (its one line), the prompt's `path/to/` taken off."""
+    filled = [line for line in body if line.strip()]
+    path = path_from_line(filled[0]) if len(filled) == 1 else None
+    return path.removeprefix("path/to/") if path and "." in posixpath.basename(path) else None
 
 
 def _no_path(tag: str) -> str:

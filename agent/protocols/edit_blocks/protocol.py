@@ -41,7 +41,12 @@ SHOWN_FILE_LIMIT = 12_000  # characters of an edited file shown back to the mode
 CODE_WITHOUT_PATH = re.compile(r"a ```\w+ block without a file path")  # tagged: code, not quoted output
 DEFINITION = re.compile(r"^[ \t]*(?:def|class)[ \t]+(\w+)", re.M)
 # What the blocks reader says of code that is a sketch in a plan, not a block meant to be applied.
-PLAN_SKETCHES = ("without a file path", "the same text in SEARCH and REPLACE", "an empty ```")
+PLAN_SKETCHES = (
+    "without a file path",
+    "holds only a path",
+    "the same text in SEARCH and REPLACE",
+    "an empty ```",
+)
 _LINT_LINE = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+)(?::\d+)?: (?P<message>.*)$")
 
 
