@@ -224,27 +224,29 @@ def repeating_tail(
     return None
 
 
-COUNTING_LINES = 40  # lines in a row that differ only in their numbers: a model counting, not coding
+# A count that runs on: one unit repeated with its numbers changed (`store.set("user:139", ...)`, or
+# `another_file70.py` written 70 times: the 1.5B until its tokens ran out, kv-report 2026-12-05/06).
+# Read with each number as 0, over a longer span than a plain loop: a table of numbers is real work more
+# often than a repeated line is. Only short units: two long functions that differ in a number are code.
+COUNT_SPAN = 1600
 _NUMBER = re.compile(r"\d+")
 
 
-def counting_tail(text: str, lines: int = COUNTING_LINES) -> int | None:
-    """Where to cut `text` when it ends in a count that runs on: its last `lines` whole lines are one
-    line with its numbers changed (`store.set("user:1", "user1")` to `"user:139"`, the 1.5B until its
-    4,096 tokens ran out, kv-report 2026-12-05). A unit repeated as is, `repeating_tail` catches. The
-    cut keeps the first line of the run."""
-    whole = text[: text.rfind("\n") + 1]
-    tail = whole.splitlines(keepends=True)[-lines - 1 :]
-    if len(tail) <= lines or not _NUMBER.search(tail[-1]):
-        return None
-    shapes = {_NUMBER.sub("0", line) for line in tail[1:]}
-    if len(shapes) != 1 or not tail[-1].strip() or len(set(tail[1:])) == 1:
-        return None
-    run = whole.splitlines(keepends=True)
-    start = len(run) - lines
-    while start > 0 and _NUMBER.sub("0", run[start - 1]) in shapes:
-        start -= 1
-    return sum(len(line) for line in run[: start + 1])
+def counting_tail(text: str) -> int | None:
+    """The length of the unit that the end of `text` repeats with only its numbers changed (in `text`
+    with each number written 0)."""
+    tail = text[-2 * (COUNT_SPAN + 200) :]  # enough for a short unit's loop, numbers and all
+    return repeating_tail(_NUMBER.sub("0", tail), span=COUNT_SPAN, max_block=0)
+
+
+def one_count(text: str, unit: int) -> str:
+    """`text` cut after the first unit of the count it ends in (`one_copy`, numbers aside)."""
+    cut, shift = len(one_copy(_NUMBER.sub("0", text), unit)), 0
+    for number in _NUMBER.finditer(text):  # from the cut in the text with each number as 0 to the text
+        if number.start() - shift >= cut:
+            break
+        shift += len(number.group()) - 1
+    return text[: cut + shift]
 
 
 def one_copy(text: str, unit: int) -> str:
@@ -466,7 +468,7 @@ class ModelClient:
         first = last = None
         streamed = False
         looped: int | None = None
-        counted: int | None = None  # where to cut an answer that counts on (counting_tail)
+        counted: int | None = None  # an answer that counts on (counting_tail)
         stopped: tuple[str, str] | None = None
         checked_at = 0
         size = 0
@@ -578,8 +580,7 @@ class ModelClient:
             content = one_copy(content, looped)
         elif counted:
             finish = None
-            looped = counted - content.rfind("\n", 0, counted - 1) - 1  # one line: the unit it repeats
-            content = content[:counted]
+            looped, content = counted, one_count(content, counted)
         yield Completion(
             content,
             "".join(reasoning),

@@ -17,6 +17,7 @@ from agent.core.llm import (
     ServerLoading,
     counting_tail,
     one_copy,
+    one_count,
     repeating_tail,
 )
 from agent.events import ReasoningDelta, TextDelta
@@ -244,15 +245,22 @@ async def test_a_tool_call_cut_off_at_max_tokens_arrives_as_written_with_finish_
     assert done.stats.finish_reason == "length"
 
 
-def test_a_count_that_runs_on_line_after_line_is_a_loop_and_a_table_is_not():
+def test_a_count_that_runs_on_is_a_loop_and_code_that_differs_by_more_than_numbers_is_not():
     head = "report.py\n```python\ndef test_kv():\n    store = Store()\n"
     count = "".join(f'    store.set("user:{i}", "user{i}")\n' for i in range(1, 140))
-    cut = counting_tail(head + count + '    store.set("us')
-    assert cut is not None and (head + count)[:cut] == head + '    store.set("user:1", "user1")\n'
-    assert counting_tail(head + count[: count.index("user:39")]) is None  # 38 lines: may be real code
-    # Code whose lines differ by more than their numbers, or a line repeated as is, is no count.
-    code = "".join(f"def f{i}(x):\n    return x * {i}\n\n" for i in range(60))
-    assert counting_tail(code) is None and counting_tail("x = 1\n" * 60) is None
+    unit = counting_tail(head + count + '    store.set("us')
+    # One unit kept, less what it shares with the text before it (as `one_copy` says).
+    kept = one_count(head + count, unit) if unit else ""
+    assert kept.startswith(head + '    store.set("user:1", "user1"') and "user:2" not in kept
+    files = "".join(f"path/to/file{i}.py\n```python\ndef f{i}():\n    return {i}\n```\n\n" for i in range(70))
+    assert counting_tail(head + files) is not None  # whole blocks, numbered: 70 files of nothing
+    assert counting_tail(head + count[:1400]) is None  # about 40 lines: may be a real table
+    # Code whose lines differ by more than their numbers is no count, nor two long functions that do.
+    words = "".join(f"    assert name({i}) == {chr(97 + i % 26) * (1 + i % 7)!r}\n" for i in range(200))
+    long = "def test_case_{0}():\n" + "".join(
+        f"    assert add({{0}}, {i}) == {{0}} + {i}\n" for i in range(12)
+    )
+    assert counting_tail(words) is None and counting_tail(long.format(1) + long.format(2)) is None
 
 
 async def test_an_answer_that_counts_on_is_cut_and_said_to_repeat():
@@ -261,7 +269,8 @@ async def test_an_answer_that_counts_on_is_cut_and_said_to_repeat():
         client = client_for(server)
         _, done = await run(client)
         await client.close()
-    assert done.content == 'a.py\n```python\n    store.set("user:1", "user1")\n'
+    assert done.content.startswith('a.py\n```python\n    store.set("user:1", "user1"')
+    assert "user:2" not in done.content
     assert done.repetition and not done.complete
 
 
