@@ -56,8 +56,8 @@ class BlockActions:
     mode: ActionsMode = "blocks"
     system_prompt = SYSTEM_PROMPT_BLOCKS
     shows_repository = True  # a small model acts on what it is shown; it rarely asks to read
-    # Off by default (the `plan_first` setting): on the small suite it solved 5/14 against 4/14, one
-    # run each, and the tests of the embedded coder have not been reworked for its extra turns.
+    # Off by default (the `plan_first` setting, or a profile's): on the small suite three runs with it
+    # solved 4, 5 and 4 of 14, against 2-4 without (docs/benchmarks.md, "A plan before the blocks").
     plan_first = False
 
     def reminder(self, partly: list[str]) -> str:
