@@ -279,15 +279,20 @@ async def test_a_first_answer_that_copies_a_file_back_unchanged_is_not_taken_as_
     assert "stats.py is exactly as it was, so nothing is done yet" in told
 
 
+async def told_after(first: dict, repo) -> str:
+    """What the blocks protocol tells the model after `first`, in a task it then ends with "Done."."""
+    with ScriptedServer([first, answer("Done.")]) as server:
+        await Run(server, repo, actions="blocks")()
+        return server.requests[1]["messages"][-1]["content"]
+
+
 async def test_a_syntax_error_and_an_undefined_name_go_back_in_the_same_turn(tmp_path):
     repo = git_repo(tmp_path / "repo")
     two = answer(
         "calc.py", f"{FENCE}python", "def add(a, b:", "    return a + b", FENCE, "",
         "main.py", f"{FENCE}python", "from calc import add", "print(ad(1, 2))", FENCE,
     )  # fmt: skip
-    with ScriptedServer([two, answer("Done.")]) as server:
-        await Run(server, repo, actions="blocks")()
-        told = server.requests[1]["messages"][-1]["content"]
+    told = await told_after(two, repo)
     assert "calc.py:1:" in told and "never closed" in told  # the syntax error, with its line
     assert "main.py:2: undefined name 'ad'" in told
     # ...and written on its line in the file shown, where the model copies from
@@ -323,9 +328,7 @@ async def test_the_instructions_example_copied_into_an_answer_is_not_written(tmp
         "path/to/example.py", f"{FENCE}python", "def example():", "    return 43", FENCE, "",
         "path/to/test_add.py", f"{FENCE}python", "def test_add():", "    assert 1 + 1 == 2", FENCE,
     )  # fmt: skip
-    with ScriptedServer([both, answer("Done.")]) as server:
-        await Run(server, repo, actions="blocks")()
-        told = server.requests[1]["messages"][-1]["content"]
+    told = await told_after(both, repo)
     assert (repo / "test_add.py").exists() and not (repo / "example.py").exists()
     assert "the path/to/example.py block is the instructions' example" in told
     # A project that has its own example.py gets the block, as any other file.
