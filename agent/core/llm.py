@@ -503,8 +503,9 @@ class ModelClient:
                         yield TextDelta(delta.content)
                         if size - checked_at >= REPEAT_CHECK_EVERY:
                             checked_at = size
-                            looped = repeating_tail("".join(text))
-                            counted = None if looped else counting_tail("".join(text))
+                            so_far = "".join(text)
+                            looped = repeating_tail(so_far)
+                            counted = None if looped else counting_tail(so_far)
                         if stop is not None and "\n" in delta.content:
                             stopped = stop("".join(text))
                     thought = (delta.model_extra or {}).get("reasoning_content")
