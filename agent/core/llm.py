@@ -417,6 +417,7 @@ class ModelClient:
             return None
 
     def _request(self, messages: list[dict], tools: list[dict], tool_choice: str, overrides: dict) -> dict:
+        """The request's JSON body: the OpenAI fields, then llama.cpp's own (`extra_body`) beside them."""
         params: dict[str, Any] = {"temperature": None}
         params.update(self.endpoint.sampling)
         params.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
@@ -433,13 +434,12 @@ class ModelClient:
             "messages": messages,
             "stream": True,
             "stream_options": {"include_usage": True},
-            "extra_body": extra,
             **{k: v for k, v in params.items() if v is not None},
         }
         if tools:
             request["tools"] = tools
             request["tool_choice"] = tool_choice
-        return request
+        return {**request, **extra}
 
     async def stream(
         self,
@@ -463,7 +463,7 @@ class ModelClient:
         reasoning: list[str] = []
         calls: dict[int, _Assembling] = {}
         timings: dict[str, Any] | None = None
-        usage: Any = None
+        usage: dict | None = None
         finish: str | None = None
         first = last = None
         streamed = False
@@ -489,38 +489,43 @@ class ModelClient:
                         "AGENT_STALL_TIMEOUT sets how long to wait)",
                         partial=True,
                     ) from None
-                extra = chunk.model_extra or {}
-                timings = extra.get("timings") or timings
-                usage = chunk.usage or usage
-                for choice in chunk.choices:
-                    delta = choice.delta
-                    finish = choice.finish_reason or finish
+                # Chunks are the server's JSON as is: a typed chunk object per token cost the client more
+                # than the screen did at 2,000 tokens a second (docs/benchmarks.md).
+                if not isinstance(chunk, dict):
+                    continue  # no chunk (the client raises on the error events)
+                timings = chunk.get("timings") or timings
+                usage = chunk.get("usage") or usage
+                for choice in chunk.get("choices") or ():
+                    delta = choice.get("delta") or {}
+                    finish = choice.get("finish_reason") or finish
                     got_token = False
-                    if delta.content:
-                        text.append(delta.content)
+                    piece = delta.get("content")
+                    if piece:
+                        text.append(piece)
                         got_token = streamed = True
-                        size += len(delta.content)
-                        yield TextDelta(delta.content)
+                        size += len(piece)
+                        yield TextDelta(piece)
                         if size - checked_at >= REPEAT_CHECK_EVERY:
                             checked_at = size
                             so_far = "".join(text)
                             looped = repeating_tail(so_far)
                             counted = None if looped else counting_tail(so_far)
-                        if stop is not None and "\n" in delta.content:
+                        if stop is not None and "\n" in piece:
                             stopped = stop("".join(text))
-                    thought = (delta.model_extra or {}).get("reasoning_content")
+                    thought = delta.get("reasoning_content")
                     if thought:
                         reasoning.append(thought)
                         got_token = streamed = True
                         yield ReasoningDelta(thought)
-                    for part in delta.tool_calls or []:
-                        slot = calls.setdefault(part.index, _Assembling())
-                        if part.id:
-                            slot.id = part.id
-                        if part.function and part.function.name:
-                            slot.name += part.function.name
-                        if part.function and part.function.arguments:
-                            slot.arguments.append(part.function.arguments)
+                    for part in delta.get("tool_calls") or ():
+                        slot = calls.setdefault(part.get("index", 0), _Assembling())
+                        function = part.get("function") or {}
+                        if part.get("id"):
+                            slot.id = part["id"]
+                        if function.get("name"):
+                            slot.name += function["name"]
+                        if function.get("arguments"):
+                            slot.arguments.append(function["arguments"])
                         got_token = True
                     if got_token:
                         now = time.monotonic()
@@ -538,8 +543,8 @@ class ModelClient:
             ttft_s=(first - started) if first else None,
             wall_s=wall,
             finish_reason=finish,
-            prompt_tokens=getattr(usage, "prompt_tokens", None),
-            completion_tokens=getattr(usage, "completion_tokens", None),
+            prompt_tokens=(usage or {}).get("prompt_tokens"),
+            completion_tokens=(usage or {}).get("completion_tokens"),
         )
         n_out = stats.output_tokens
         if last and n_out:
@@ -630,7 +635,15 @@ class ModelClient:
         ):
             with attempt:
                 try:
-                    return await self._client.chat.completions.create(model=model, **request)
+                    # The client's own POST, kept as JSON (`cast_to=object`): its retries, errors and
+                    # event parsing, without building a typed object for every token.
+                    return await self._client.post(
+                        "/chat/completions",
+                        body={"model": model, **request},
+                        cast_to=object,
+                        stream=True,
+                        stream_cls=openai.AsyncStream[object],
+                    )
                 except Exception as exc:
                     raise map_error(exc) from exc
         raise AssertionError("unreachable")  # AsyncRetrying either returns or re-raises
