@@ -13,6 +13,7 @@
     python examples/bench_tui.py [--tokens 20000] [--rate 2000] [--turns 200] [--profile tiny] [--skip-start]
     python examples/bench_tui.py --tokens 20000 --rate 2000 --stream-only
     python examples/bench_tui.py --real tiny-ngram --stream-only    # a real server (the GPU's rate)
+    python examples/bench_tui.py --client-only    # what the OpenAI client and ModelClient.stream cost alone
 """
 
 from __future__ import annotations
@@ -137,6 +138,30 @@ def start_to_typing(profile: str) -> dict:
     return {"profile": profile, "to_typing_s": typed_at, "to_ready_s": ready_at}
 
 
+async def client_cost(deltas: int, rate: float) -> dict:
+    """The part of the app's CPU per delta that is the client's: the same stream, read by
+    `ModelClient.stream` alone."""
+    from agent.core.llm import Endpoint, ModelClient
+    from tests.frontends.tui.stream_lag import CHARS_PER_DELTA, answer_text
+
+    proc, url = scripted_server([{"content": answer_text(deltas * CHARS_PER_DELTA), "chunks_per_s": rate}])
+    try:
+        client = ModelClient(Endpoint(base_url=url + "/v1"))
+        events, cpu0, wall0 = 0, time.process_time(), time.perf_counter()
+        async for _ in client.stream([{"role": "user", "content": "explain the tests"}]):
+            events += 1
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        await client.close()
+    finally:
+        proc.kill()
+        proc.wait()
+    return {
+        "events": events,
+        "cpu_ms_per_delta": round(cpu / events * 1000, 3),
+        "cpu_share": round(cpu / wall, 3),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -161,7 +186,15 @@ def main() -> None:
         help="token to screen from this profile's real server, which the app starts (its max_tokens "
         "sets the length; a GPU's own rate) instead of the scripted one",
     )
+    parser.add_argument(
+        "--client-only",
+        action="store_true",
+        help="only the model client: CPU per delta of ModelClient.stream over the same stream, no app",
+    )
     args = parser.parse_args()
+    if args.client_only:
+        print(json.dumps(asyncio.run(client_cost(args.tokens, args.rate)), indent=1))
+        return
     stream = asyncio.run(token_to_screen(args.tokens, args.rate or None, args.chunk_delay, profile=args.real))
     print("| token to screen | value |\n|---|---|")
     for key, value in stream.items():
