@@ -15,13 +15,17 @@ import shlex
 import signal
 import subprocess
 from collections import Counter
+from functools import cache
 from pathlib import Path
 
 from tools.base import ToolContext, ToolResult
 from tools.lint import describe, new_problems
+from tools.missing_imports import import_for, top_level_names, undefined_names, with_imports
 
 LINT_TIMEOUT = 30.0
 SHOWN_LINES = 15
+MAX_SIBLINGS = 200  # modules of a folder read for a name's definition: more is a data folder, not a package
+MAX_SIBLING_BYTES = 200_000
 _POSITION = re.compile(r":\d+(?::\d+)?(?=[:\s]|$)")  # `x.py:12:5:` -> `x.py:` for comparing runs
 
 
@@ -30,6 +34,43 @@ def lint_baseline(ctx: ToolContext, path: Path, rel: str) -> list[str] | None:
     if not ctx.lint or not ctx.lint_command or not path.is_file():
         return None
     return run_lint_command(ctx.lint_command, ctx.workspace.root, rel)
+
+
+def add_missing_imports(
+    ctx: ToolContext, path: Path, rel: str, before: str | None, after: str
+) -> tuple[str, list[str]]:
+    """`after` with the imports it lacks, where one is known for each (tools/missing_imports.py), and
+    those import lines. Only names this change left undefined; the lint's switch turns it off too."""
+    if not ctx.lint or not rel.endswith(".py"):
+        return after, []
+    names = undefined_names(problem.message for problem in new_problems(rel, before, after))
+    if not names:
+        return after, []
+    module = path.stem
+
+    @cache
+    def siblings() -> dict[str, set[str]]:
+        found: dict[str, set[str]] = {}
+        for other in sorted(path.parent.glob("*.py"))[:MAX_SIBLINGS]:
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                if (
+                    other.stem.isidentifier()
+                    and other.is_file()
+                    and other.stat().st_size <= MAX_SIBLING_BYTES
+                ):
+                    found[other.stem] = top_level_names(other.read_text(encoding="utf-8"))
+        return found
+
+    lines = list(dict.fromkeys(line for name in names if (line := import_for(name, after, module, siblings))))
+    return (with_imports(after, lines), lines) if lines else (after, [])
+
+
+def imports_note(rel: str, lines: list[str]) -> str:
+    """What the model is told about the imports added to its change ('' for none)."""
+    if not lines:
+        return ""
+    added = ", ".join(f"`{line}`" for line in lines)
+    return f" Added {added} to {rel}: the change used {'them' if len(lines) > 1 else 'it'} without importing."
 
 
 def report_lint(

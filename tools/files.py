@@ -35,7 +35,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from tools.base import ToolContext, ToolError, ToolResult
-from tools.edit_lint import lint_baseline, report_lint
+from tools.edit_lint import add_missing_imports, imports_note, lint_baseline, report_lint
 from tools.edit_matching import apply_edit
 from tools.file_paths import existing_stat, file_stat, resolve_path, resolve_to_change
 from tools.shown import (
@@ -239,15 +239,16 @@ class WriteFile:
         st = file_stat(path, rel)
         check_fresh(ctx, path, rel, st)
         content, notes, before = args.content, [], ""
-        if st is None:
-            data = encode_text(content, rel)
-        elif st.st_size > MAX_EDIT_BYTES:  # replaced without a diff; only a binary file is refused
+        encode = encode_text
+        if (
+            st is not None and st.st_size > MAX_EDIT_BYTES
+        ):  # replaced without a diff; only a binary file is refused
             with open(path, "rb") as f:
                 if is_binary(f.read(8192)):
                     raise binary_refusal(rel, st.st_size, self.name)
             check_shown_whole(ctx, path, rel, st)
-            data, before = encode_text(content, rel), None
-        else:
+            before = None
+        elif st is not None:
             old = load_text(path, rel, st, self.name)  # binary or not UTF-8: refused first, as such
             check_shown_whole(ctx, path, rel, st)
             before = old.text
@@ -257,7 +258,9 @@ class WriteFile:
             content = old.keep_conventions(given)
             if content != given:
                 notes.append("kept it without a final newline")
-            data = old.encode(content, rel)
+            encode = old.encode
+        content, imported = add_missing_imports(ctx, path, rel, before if st is not None else None, content)
+        data = encode(content, rel)
         baseline = lint_baseline(ctx, path, rel)
         write_atomically(path, data)
         refresh_stamp(ctx, path)
@@ -268,6 +271,7 @@ class WriteFile:
         said = f"{verb} {rel} ({lines} lines{'; ' + ', '.join(notes) if notes else ''})."
         if before is None:
             said += " The old content was too big to diff."
+        said += imports_note(rel, imported)
         result = ToolResult(True, said, {"path": rel, "diff": diff})
         return report_lint(ctx, result, path, rel, before if st is not None else None, content, baseline)
 
@@ -315,8 +319,8 @@ class EditArgs(BaseModel):
 def _edit(ctx: ToolContext, path_arg: str, edits: list[tuple[str, str, bool]], tool: str):
     """Load, apply `edits` in order, write once: all of them or, when one fails, nothing.
 
-    Returns (rel, before, after, [(how, count)], path, the lint baseline) with before and after as LF
-    text; the file is written with its own line endings and final newline.
+    Returns (rel, before, after, [(how, count)], path, the lint baseline, the imports added) with
+    before and after as LF text; the file is written with its own line endings and final newline.
     """
     path = resolve_to_change(ctx, path_arg)
     rel = ctx.workspace.relative(path)
@@ -338,13 +342,14 @@ def _edit(ctx: ToolContext, path_arg: str, edits: list[tuple[str, str, bool]], t
                 f"unchanged{earlier}: {exc}\nFix edit {number} and send all {len(edits)} again."
             ) from exc
         done.append((how, count))
+    text, imported = add_missing_imports(ctx, path, rel, file.text, text)
     text = file.keep_conventions(text)
     if text == file.text:
         raise ToolError(f"{rel} would be left as it is (it keeps having no final newline); nothing changed.")
     baseline = lint_baseline(ctx, path, rel)
     write_atomically(path, file.encode(text, rel))
     refresh_stamp(ctx, path)
-    return rel, file.text, text, done, path, baseline
+    return rel, file.text, text, done, path, baseline, imported
 
 
 class EditFile:
@@ -364,10 +369,11 @@ class EditFile:
 
     def _run(self, args: EditArgs, ctx: ToolContext) -> ToolResult:
         edit = [(args.old_string, args.new_string, args.replace_all)]
-        rel, before, after, [(how, count)], path, baseline = _edit(ctx, args.path, edit, self.name)
+        rel, before, after, [(how, count)], path, baseline, imported = _edit(ctx, args.path, edit, self.name)
         diff = short_diff(before, after, rel)
         done = f"Edited {rel}: {count} replacement{'s' if count > 1 else ''}"
         done += f" (matched {how})." if how else "."
+        done += imports_note(rel, imported)
         result = ToolResult(True, f"{done}\n{diff}", {"path": rel, "diff": diff})
         return report_lint(ctx, result, path, rel, before, after, baseline)
 
@@ -403,12 +409,13 @@ class MultiEdit:
 
     def _run(self, args: MultiEditArgs, ctx: ToolContext) -> ToolResult:
         edits = [(e.old_string, e.new_string, e.replace_all) for e in args.edits]
-        rel, before, after, done, path, baseline = _edit(ctx, args.path, edits, self.name)
+        rel, before, after, done, path, baseline, imported = _edit(ctx, args.path, edits, self.name)
         diff = short_diff(before, after, rel)
         loose = [f"edit {n} matched {how}" for n, (how, _) in enumerate(done, 1) if how]
         count = sum(count for _, count in done)
         said = f"Edited {rel}: {len(done)} edit{'s' if len(done) > 1 else ''}, "
         said += f"{count} replacement{'s' if count > 1 else ''}"
         said += f" ({'; '.join(loose)})." if loose else "."
+        said += imports_note(rel, imported)
         result = ToolResult(True, f"{said}\n{diff}", {"path": rel, "diff": diff})
         return report_lint(ctx, result, path, rel, before, after, baseline)
