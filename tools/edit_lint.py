@@ -15,12 +15,11 @@ import shlex
 import signal
 import subprocess
 from collections import Counter
-from functools import cache
 from pathlib import Path
 
 from tools.base import ToolContext, ToolResult
 from tools.lint import describe, new_problems
-from tools.missing_imports import import_for, top_level_names, undefined_names, with_imports
+from tools.missing_imports import defines, import_for, undefined_names, with_imports
 
 LINT_TIMEOUT = 30.0
 SHOWN_LINES = 15
@@ -48,20 +47,16 @@ def add_missing_imports(
         return after, []
     module = path.stem
 
-    @cache
-    def siblings() -> dict[str, set[str]]:
-        found: dict[str, set[str]] = {}
+    def definers(name: str) -> list[str]:
+        found = []
         for other in sorted(path.parent.glob("*.py"))[:MAX_SIBLINGS]:
             with contextlib.suppress(OSError, UnicodeDecodeError):
-                if (
-                    other.stem.isidentifier()
-                    and other.is_file()
-                    and other.stat().st_size <= MAX_SIBLING_BYTES
-                ):
-                    found[other.stem] = top_level_names(other.read_text(encoding="utf-8"))
+                small = other.is_file() and other.stat().st_size <= MAX_SIBLING_BYTES
+                if other.stem.isidentifier() and small and defines(other.read_text(encoding="utf-8"), name):
+                    found.append(other.stem)
         return found
 
-    lines = list(dict.fromkeys(line for name in names if (line := import_for(name, after, module, siblings))))
+    lines = list(dict.fromkeys(line for name in names if (line := import_for(name, after, module, definers))))
     return (with_imports(after, lines), lines) if lines else (after, [])
 
 

@@ -1,6 +1,7 @@
 """The fatal problems of a file the model just changed: syntax errors (Python's compiler for .py, the
 file's tree-sitter grammar for JS, TS, Go and Rust) and, for Python, pyflakes' undefined names and the
-other errors Aider selects (`flake8 --select=E9,F821,F823,F831,F406,F407,F701,F702,F704,F706`).
+other errors Aider selects (`flake8 --select=E9,F821,F823,F831,F406,F407,F701,F702,F704,F706`), and a
+mutable dataclass default (an error at import, far from its line).
 
 A deterministic check after every edit, fed back at once with the lines around each problem, is what
 helps a small model most. Only the problems an edit adds count (`new_problems`): a file that was
@@ -13,7 +14,7 @@ import ast
 import warnings
 from collections import Counter
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import import_module
 from pathlib import PurePosixPath
 
@@ -57,6 +58,16 @@ class LintProblem:
 def problems(path: str, text: str | bytes) -> list[LintProblem]:
     """The fatal problems of one file's text, in line order; [] for a suffix without a checker here, a
     file over MAX_CHARS, or bytes that are not UTF-8."""
+    return list(_problems(path, text))
+
+
+# An edit's text is linted by the import fixer (tools/missing_imports.py) and then by the report: once.
+@lru_cache(maxsize=8)
+def _problems(path: str, text: str | bytes) -> tuple[LintProblem, ...]:
+    return tuple(_find_problems(path, text))
+
+
+def _find_problems(path: str, text: str | bytes) -> list[LintProblem]:
     if len(text) > MAX_CHARS:
         return []
     suffix = PurePosixPath(path).suffix.lower()
@@ -136,14 +147,60 @@ def _python_problems(path: str, text: str) -> list[LintProblem]:
         flakes = checker.Checker(tree, filename=path).messages
     except RecursionError:
         return []
-    return sorted(
-        (
-            LintProblem(path, message.lineno, message.message % message.message_args)
-            for message in flakes
-            if isinstance(message, _fatal_flakes())
-        ),
-        key=lambda problem: problem.line,
-    )
+    found = [
+        LintProblem(path, message.lineno, message.message % message.message_args)
+        for message in flakes
+        if isinstance(message, _fatal_flakes())
+    ]
+    return sorted(found + _mutable_dataclass_defaults(path, tree), key=lambda problem: problem.line)
+
+
+# A list, dict or set as a dataclass field's default raises ValueError when the module is imported, far
+# from its line: the traceback points into dataclasses.py and at the `@dataclass` line. The 1.5B read it
+# right ("use a default_factory") and wrote `tags: list[str] = []` back each round (dataclass-field,
+# 2026-12-05/06).
+_MUTABLE = {
+    ast.List: "list",
+    ast.ListComp: "list",
+    ast.Dict: "dict",
+    ast.DictComp: "dict",
+    ast.Set: "set",
+    ast.SetComp: "set",
+}
+
+
+def _mutable_dataclass_defaults(path: str, tree: ast.Module) -> list[LintProblem]:
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef) or not any(map(_is_dataclass, node.decorator_list)):
+            continue
+        for item in node.body:
+            if (
+                not isinstance(item, ast.AnnAssign)
+                or not isinstance(item.target, ast.Name)
+                or item.value is None
+            ):
+                continue
+            value = item.value
+            kind = _MUTABLE.get(type(value))
+            if (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Name)
+                and value.func.id in ("list", "dict", "set")
+            ):
+                kind = value.func.id
+            if kind:
+                found.append(LintProblem(path, item.lineno, (
+                    f"mutable default for the dataclass field '{item.target.id}': Python refuses it when the "
+                    f"module is imported; write `{item.target.id}: ... = field(default_factory={kind})`"
+                )))  # fmt: skip
+    return found
+
+
+def _is_dataclass(decorator: ast.expr) -> bool:
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+    return name == "dataclass"
 
 
 @cache

@@ -51,11 +51,9 @@ def undefined_names(messages: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def import_for(
-    name: str, text: str, module: str, sibling_definitions: Callable[[], dict[str, list[str]]]
-) -> str:
+def import_for(name: str, text: str, module: str, definers: Callable[[str], list[str]]) -> str:
     """The one import line that defines `name` for the module `module` (its file's stem), or ''.
-    `sibling_definitions()`: the top-level names of each other module in the folder, by module."""
+    `definers(name)`: the other modules of the folder that define `name` at their top level."""
     if name in AMBIGUOUS or (name == "field" and "dataclass" not in text):
         return ""
     used_as_module = re.search(rf"(?<![\w.]){re.escape(name)}\.\w", text) is not None
@@ -63,7 +61,7 @@ def import_for(
         return f"import {name}"
     if name in KNOWN_NAMES and not used_as_module:
         return KNOWN_NAMES[name]
-    owners = [other for other, names in sibling_definitions().items() if name in names and other != module]
+    owners = [other for other in definers(name) if other != module]
     return f"from {owners[0]} import {name}" if len(owners) == 1 else ""
 
 
@@ -76,21 +74,18 @@ def _is_module(name: str) -> bool:
         return False
 
 
-def top_level_names(text: str) -> set[str]:
-    """What a module defines at its top level (functions, classes, assigned names); empty when it does
-    not parse."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError):
-        return set()
-    names: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update(target.id for target in targets if isinstance(target, ast.Name))
-    return names
+def defines(text: str, name: str) -> bool:
+    """Whether a module's text defines `name` at its top level: a function, a class or an assignment
+    at the start of a line (read, not parsed: a folder's modules are searched on every such edit)."""
+    name = re.escape(name)
+    return (
+        re.search(
+            rf"^(?:(?:async[ \t]+)?def[ \t]+{name}\b|class[ \t]+{name}\b|{name}[ \t]*(?::[^=\n]*)?=(?!=))",
+            text,
+            re.M,
+        )
+        is not None
+    )
 
 
 def with_imports(text: str, lines: list[str]) -> str:

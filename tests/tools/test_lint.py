@@ -3,6 +3,9 @@ edit adds, and pointed at for the model."""
 
 from __future__ import annotations
 
+import sys
+import types
+
 import pytest
 
 from tools.lint import LintProblem, describe, new_problems, problems
@@ -130,3 +133,30 @@ def test_a_problem_reads_as_path_line_and_message_and_keys_without_its_line():
 
 def test_a_byte_order_mark_is_not_a_python_syntax_error():
     assert problems("hello.py", "\ufeff" + HELLO) == []
+
+
+@pytest.mark.parametrize(
+    ("default", "kind"),
+    [("[]", "list"), ("{}", "dict"), ("set()", "set"), ("list()", "list"), ("[x for x in 'ab']", "list")],
+)
+def test_a_mutable_dataclass_default_is_found_on_its_own_line(default, kind):
+    # dataclass-field, 2026-12-05/06: the import-time ValueError pointed at `@dataclass`, not the field.
+    text = f"from dataclasses import dataclass\n\n\n@dataclass(frozen=False)\nclass Note:\n    title: str\n    tags: list = {default}\n"
+    [problem] = problems("notes.py", text)
+    assert problem.line == 7 and "mutable default for the dataclass field 'tags'" in problem.message
+    assert f"field(default_factory={kind})" in problem.message
+    module = types.ModuleType("notes_under_lint")
+    sys.modules[module.__name__] = module  # (dataclasses reads the class's module)
+    try:
+        with pytest.raises(ValueError, match="mutable default"):  # what Python itself says at import
+            exec(compile(text, "notes.py", "exec"), module.__dict__)
+    finally:
+        del sys.modules[module.__name__]
+
+
+def test_a_dataclass_default_factory_and_a_plain_class_list_are_fine():
+    text = (
+        "import dataclasses\nfrom dataclasses import field\n\n@dataclasses.dataclass\nclass A:\n"
+        "    tags: list = field(default_factory=list)\n    n: int = 0\n\nclass B:\n    items: list = []\n"
+    )
+    assert problems("a.py", text) == []

@@ -7,12 +7,8 @@ import pytest
 
 from tools.base import ToolContext
 from tools.files import EditArgs, EditFile, MultiEdit, MultiEditArgs, OneEdit, WriteArgs, WriteFile
-from tools.missing_imports import import_for, top_level_names, with_imports
+from tools.missing_imports import defines, import_for, with_imports
 from tools.shown import mark_shown_whole
-
-
-def no_siblings() -> dict[str, set[str]]:
-    return {}
 
 
 async def test_a_standard_module_used_without_its_import_is_imported_and_said(ctx: ToolContext):
@@ -81,7 +77,10 @@ async def test_a_multi_edit_gets_the_import_once_and_keeps_crlf(ctx: ToolContext
 )
 def test_a_name_without_one_answer_is_left_to_the_model(siblings, text, why):
     name = text.split("(")[0].split(".")[0]
-    assert import_for(name, text, "main", lambda: siblings) == "", why
+    assert (
+        import_for(name, text, "main", lambda name: [m for m, names in siblings.items() if name in names])
+        == ""
+    ), why
 
 
 async def test_a_name_left_undefined_is_reported_as_before_and_a_file_already_broken_is_not_touched(
@@ -114,6 +113,6 @@ def test_imports_go_after_the_docstring_future_and_imports_and_below_a_shebang()
 
 
 def test_a_module_defines_its_functions_classes_and_assigned_names_at_top_level_only():
-    text = "import os\nA = 1\nB: int = 2\ndef f():\n    inner = 3\nclass C:\n    pass\nasync def g():\n    pass\n"
-    assert top_level_names(text) == {"A", "B", "f", "C", "g"}
-    assert top_level_names("def broken(:\n") == set()
+    text = "import os\nA = 1\nB: int = 2\ndef f():\n    inner = 3\nclass C:\n    pass\nasync def g():\n    pass\nD == 3\n"
+    assert [name for name in "ABfCg" if defines(text, name)] == list("ABfCg")
+    assert not any(defines(text, name) for name in ("inner", "D", "os", "F"))
