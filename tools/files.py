@@ -283,27 +283,41 @@ TOP_LEVEL_DEFINITION = re.compile(r"^(?:async[ \t]+)?(?:def|class|function|func|
 def rewrite_risk(
     rel: str, old: str, new: str, task: str, max_share: float = 0.5, min_lines: int = 20
 ) -> str | None:
-    """Why rewriting `old` as `new` deletes more than a task should, or None."""
+    """Why rewriting `old` as `new` deletes more than a task should, or None. The share of lines counts
+    from `min_lines` deleted; a definition (or a Markdown section) the task does not name counts in a
+    file of any size: the 1.5B, asked to add a section to an 11-line README, wrote the section alone
+    (readme-usage, 2026-12-06)."""
     old_lines, new_lines = old.splitlines(), new.splitlines()
-    if len(old_lines) < min_lines:
-        return None
-    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
-    deleted = sum(i2 - i1 for op, i1, i2, _, _ in matcher.get_opcodes() if op in ("delete", "replace"))
-    if deleted >= min_lines and deleted > max_share * len(old_lines):
-        return (
-            f"writing {rel} whole would delete {deleted:,} of its {len(old_lines):,} lines "
-            f"({deleted / len(old_lines):.0%}; the guard is {max_share:.0%}). Change only the part you "
-            "mean with a SEARCH/REPLACE edit (edit_file)"
-        )
-    gone = set(TOP_LEVEL_DEFINITION.findall(old)) - set(TOP_LEVEL_DEFINITION.findall(new))
-    unnamed = sorted(name for name in gone if not re.search(rf"\b{re.escape(name)}\b", task))
+    if len(old_lines) >= min_lines:
+        matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+        deleted = sum(i2 - i1 for op, i1, i2, _, _ in matcher.get_opcodes() if op in ("delete", "replace"))
+        if deleted >= min_lines and deleted > max_share * len(old_lines):
+            return (
+                f"writing {rel} whole would delete {deleted:,} of its {len(old_lines):,} lines "
+                f"({deleted / len(old_lines):.0%}; the guard is {max_share:.0%}). Change only the part you "
+                "mean with a SEARCH/REPLACE edit (edit_file)"
+            )
+    gone = _definitions(rel, old) - _definitions(rel, new)
+    unnamed = sorted(name for name in gone if not re.search(rf"(?<!\w){re.escape(name)}(?!\w)", task))
     if unnamed:
         shown = ", ".join(unnamed[:5]) + (f" and {len(unnamed) - 5} more" if len(unnamed) > 5 else "")
+        what = "sections" if rel.lower().endswith(MARKDOWN) else "definitions"
         return (
-            f"writing {rel} whole would delete definitions the task does not name: {shown}. Change only "
-            "the part you mean with a SEARCH/REPLACE edit (edit_file)"
+            f"writing {rel} whole would delete {what} the task does not name: {shown}. Change only "
+            "the part you mean with a SEARCH/REPLACE edit (edit_file), or write the file whole with them kept"
         )
     return None
+
+
+MARKDOWN = (".md", ".markdown")
+MARKDOWN_HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
+
+
+def _definitions(rel: str, text: str) -> set[str]:
+    """What a rewrite must not drop unasked: top-level definitions, and in Markdown its headings."""
+    if rel.lower().endswith(MARKDOWN):
+        return set(MARKDOWN_HEADING.findall(text))
+    return set(TOP_LEVEL_DEFINITION.findall(text))
 
 
 # ---------------------------------------------------------------------------------------------- edit

@@ -393,3 +393,26 @@ async def test_a_block_for_a_tail_of_a_long_files_path_means_that_file_and_is_re
         in told
     )
     assert (root / "src/pkg/utils.py").read_text() == before and not (root / "pkg").exists()
+
+
+async def test_headless_refuses_a_small_readme_written_as_its_new_section_alone(tmp_path):
+    # readme-usage, 2026-12-06: asked to add a Usage section to an 11-line README, the 1.5B wrote the
+    # section alone; under 20 lines, no guard caught it, and the title and the licence were gone.
+    root = git_repo(tmp_path / "r")
+    readme = "# todo\n\nA tiny to-do list.\n\n## Install\n\nNothing to install.\n\n## License\n\nMIT\n"
+    (root / "README.md").write_text(readme)
+    section = "## Usage\n\n```sh\npython3 todo.py list\n```\n"
+    script = [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]},
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "README.md", "content": section}}]},
+        {"content": "Done."},
+    ]
+    with ScriptedServer(script) as server:
+        run = Run(server, root, approval="full-auto", approve=None)
+        await run("Add a `## Usage` section to README.md, right after the `## Install` section.")
+        told = server.requests[2]["messages"][-1]["content"]
+    decided = run.of(PermissionDecided)[-1]
+    assert decided.decision == "deny"
+    assert "would delete sections the task does not name: License, todo" in decided.reason
+    assert "SEARCH/REPLACE" in told and "with them kept" in told
+    assert (root / "README.md").read_text() == readme
