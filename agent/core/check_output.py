@@ -186,3 +186,88 @@ def _in_workspace(path: str, line: int, root: Path) -> Location | None:
     if any(part.startswith(".") or part in ("site-packages", "node_modules") for part in rel.parts):
         return None  # .venv, .git, a tool's cache: not the project's code
     return Location(rel.as_posix(), line) if full.is_file() else None
+
+
+# The task's own words for what failed. The 1.5B, told `AssertionError: python3 fizzbuzz.py printed ''`,
+# sent fizzbuzz.py back without its `__main__` block four rounds running; the task's sentence "Running
+# `python3 fizzbuzz.py` prints ..." was 20 turns behind it (fizzbuzz, csv-totals' "rounded to 2
+# decimals", 2026-12-06). Sentences are matched to the error by the words they share, compared by
+# their first five letters (`printed` and `prints`).
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+_COMMON = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "with",
+        "that",
+        "this",
+        "from",
+        "not",
+        "was",
+        "are",
+        "has",
+        "have",
+        "its",
+        "into",
+        "than",
+        "then",
+        "when",
+        "what",
+        "which",
+        "should",
+        "must",
+        "does",
+        "did",
+        "each",
+        "one",
+        "all",
+        "any",
+        "but",
+        "can",
+        "will",
+        "would",
+        "expected",
+        "assert",
+        "assertion",
+        "assertionerror",
+        "error",
+        "true",
+        "false",
+        "none",
+        "got",
+        "value",
+        "values",
+        "returns",
+        "return",
+        "file",
+        "line",
+        "test",
+        "tests",
+    ]
+)
+MAX_ASKED = 2  # sentences quoted at most
+MIN_SHARED = 2  # words a sentence shares with the error to be quoted
+
+
+def _stems(text: str) -> set[str]:
+    return {word.lower()[:5] for word in _WORD.findall(text) if word.lower() not in _COMMON}
+
+
+def task_sentences(task: str, error: str) -> list[str]:
+    """The sentences of `task` that share the most words with `error` (at least MIN_SHARED), in the
+    task's order; [] when none does."""
+    wanted = _stems(error)
+    if not wanted or not task:
+        return []
+    sentences = [
+        s.strip()
+        for s in re.split(r"(?<!e\.g\.)(?<!i\.e\.)(?<=[.!?])\s+|\n\s*[-*]\s+|\n\s*\n", task)
+        if s.strip()
+    ]
+    scored = [(len(_stems(sentence) & wanted), i) for i, sentence in enumerate(sentences)]
+    best = max((score for score, _ in scored), default=0)
+    if best < MIN_SHARED:
+        return []
+    chosen = sorted(i for score, i in scored if score == best)[:MAX_ASKED]
+    return [" ".join(sentences[i].split()) for i in chosen]

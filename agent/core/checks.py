@@ -21,9 +21,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.core.check_output import CheckFailure, condense, error_line, locate, where_it_failed
+from agent.core.check_output import (
+    CheckFailure,
+    condense,
+    error_line,
+    locate,
+    task_sentences,
+    where_it_failed,
+)
 from agent.events import CheckFinished, CheckStarted, Event, Notice
 from tools.bash import end_process_tree
+from tools.files import TASK_TEXT
 
 if TYPE_CHECKING:
     from agent.core.loop import Agent, Outcome
@@ -152,9 +160,9 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def feedback(result: CheckResult, workdir: Path) -> CheckFailure:
+def feedback(result: CheckResult, workdir: Path, task: str = "") -> CheckFailure:
     """The next user message after a failed check: its (capped, condensed) output, which part of it
-    failed, the lines of the project it points at, and what to do."""
+    failed, the lines of the project it points at, what the task says about it, and what to do."""
     verdict = "timed out" if result.exit_code is None else f"failed (exit code {result.exit_code})"
     # A long check (a script with hidden assertions) is not shown: small models copy it into their answer.
     # The output is not fenced: small models copy a fenced output back into their answer.
@@ -162,14 +170,18 @@ def feedback(result: CheckResult, workdir: Path) -> CheckFailure:
     part = f" at `{result.failed_part}`" if result.failed_part else ""
     locations = locate(result.output, workdir)
     where = where_it_failed(locations, workdir)
+    error = error_line(result.output)
+    asked = task_sentences(task, error or result.output.strip().rsplit("\n", 1)[-1])
+    said = "".join(f"> {sentence}\n" for sentence in asked)
     return CheckFailure(
         f"The task is not done yet: its check {named}{verdict}{part}. Its output:\n"
         f"--- check output ---\n{condense(result.output).strip() or '(no output)'}\n--- end of check output ---\n",
         f"The check points at these lines, as they are now:\n{where}\n" if where else "",
-        (NO_TESTS if _found_no_tests(result) else "Find the cause in the code, fix it, and check again. ")
+        (f"What the task says about this:\n{said}" if said else "")
+        + (NO_TESTS if _found_no_tests(result) else "Find the cause in the code, fix it, and check again. ")
         + "Do not change the check itself.",
         locations if where else [],
-        error_line(result.output),
+        error,
     )
 
 
@@ -225,7 +237,10 @@ async def work_until_checked(
         result = await _checked(check, workdir, timeout, round_number, emit, rounds + 1 - round_number)
         if result.passed or round_number > rounds:
             break
-        failure, changes_at_failure = feedback(result, workdir), agent.changes
+        failure, changes_at_failure = (
+            feedback(result, workdir, agent.ctx.state.get(TASK_TEXT, "")),
+            agent.changes,
+        )
         outcome = await agent.run(agent.actions.after_failed_check(failure), followup=True)
     if check and outcome.status != "completed":
         result, outcome = await last_check(outcome, check, workdir, emit, round_number, timeout)

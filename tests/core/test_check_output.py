@@ -14,6 +14,7 @@ from agent.core.check_output import (
     locate,
     marked,
     marks_off,
+    task_sentences,
     where_it_failed,
     window,
 )
@@ -134,3 +135,25 @@ def test_a_marked_line_carries_the_error_as_a_comment_and_the_mark_comes_off_aga
     linted = marked("m.py", "print(ad(1))\n", {1: "undefined name 'ad'"}, LINT_MARK)
     assert linted == "print(ad(1))  # <- the lint found a problem here: undefined name 'ad'\n"
     assert marks_off(linted) == "print(ad(1))\n"
+
+
+FIZZBUZZ_TASK = """Create `fizzbuzz.py` with a function `fizzbuzz(n)` that returns the string `"FizzBuzz"` when `n` is
+divisible by both 3 and 5, and otherwise `str(n)`. Running `python3 fizzbuzz.py` prints `fizzbuzz(i)` for `i`
+from 1 to 15, one per line (under `if __name__ == "__main__":`, so that importing `fizzbuzz` prints nothing).
+Also write `test_fizzbuzz.py` with pytest tests, e.g. `fizzbuzz(3) == "Fizz"`, and run `python3 -m pytest -q`."""
+
+
+def test_the_task_sentence_that_shares_most_words_with_the_error_is_quoted():
+    # fizzbuzz, 2026-12-06: the 1.5B sent fizzbuzz.py back without its __main__ block four rounds running.
+    [sentence] = task_sentences(FIZZBUZZ_TASK, "AssertionError: python3 fizzbuzz.py printed ''")
+    assert sentence.startswith("Running `python3 fizzbuzz.py` prints") and sentence.endswith(
+        "prints nothing)."
+    )
+    assert "\n" not in sentence  # one line, as quoted
+
+
+def test_an_abbreviation_does_not_end_a_sentence_and_an_unrelated_error_quotes_nothing():
+    [sentence] = task_sentences(FIZZBUZZ_TASK, "AssertionError: test_fizzbuzz.py has pytest tests run")
+    assert sentence.startswith("Also write") and sentence.endswith("`python3 -m pytest -q`.")
+    assert task_sentences(FIZZBUZZ_TASK, "KeyError: 'colour'") == []
+    assert task_sentences("", "AssertionError: fizzbuzz printed") == []

@@ -225,3 +225,25 @@ def test_in_blocks_mode_a_located_file_too_long_to_show_gets_its_lines_and_a_sea
         in feedback
     )
     assert "<<<<<<< SEARCH" in feedback.split("--- end of check output ---")[1]
+
+
+@pytest.mark.slow
+def test_a_failed_check_quotes_the_task_sentence_its_error_is_about(tmp_path):
+    # fizzbuzz, 2026-12-06: told only `python3 fizzbuzz.py printed ''`, the 1.5B never added the block
+    # the task's third sentence asks for; the sentence now comes with the failure.
+    check = f"{sys.executable} -c \"import subprocess; out = subprocess.run(['{sys.executable}', 'greet.py'], capture_output=True, text=True).stdout; assert out, 'python3 greet.py printed nothing'\""
+    task = task_file(
+        tmp_path,
+        "Write greet.py with a function greet(name).\nRunning `python3 greet.py` prints greet('world').\n",
+        approval="full-auto",
+        check=check,
+        check_rounds=1,
+    )
+    silent = {
+        "tool_calls": [call("write_file", path="greet.py", content="def greet(name):\n    return name\n")]
+    }
+    with ScriptedServer([silent, {"content": "Done."}], default={"content": "Done."}) as server:
+        agent("run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--json")
+        told = server.requests[2]["messages"][-1]["content"]
+    assert "What the task says about this:\n> Running `python3 greet.py` prints greet('world').\n" in told
+    assert "Write greet.py" not in told.split("What the task says about this:")[1]  # the one sentence only

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import sys
 
 import pytest
 
 from agent.core.build_agent import build_agent
+from agent.core.checks import work_until_checked
 from agent.core.llm import ModelClient
 from agent.core.loop import Limits
 from agent.core.task_message import task_message
@@ -56,3 +58,29 @@ async def test_each_request_reuses_the_whole_previous_prompt_from_the_cache(tiny
         # The prefix and the history are resent byte for byte, so the server only processes what is new.
         assert after.cache_n >= before.cache_n + before.prompt_n
         assert after.cache_reuse >= 0.9
+
+
+async def test_a_failed_check_reaches_the_real_model_with_the_task_sentence_it_is_about(
+    tiny_server, tmp_path
+):
+    events: list = []
+    client = ModelClient(endpoint_for(get_profile("tiny"), tiny_server.base_url, None))
+    workbench = Workbench(tmp_path)
+    agent = await build_agent(Settings(approval="full-auto"), workbench, client, events.append, None,
+                              limits=Limits(max_turns=4), tool_choice="none")  # fmt: skip
+    agent.request_overrides = {"temperature": 0, "max_tokens": 24}
+    task = "Write greet.py with a function greet(name).\nRunning `python3 greet.py` prints hello world.\n"
+    check = f"{sys.executable} -c \"assert False, 'python3 greet.py printed nothing'\""
+    _, result = await work_until_checked(
+        agent, task_message(workbench, task), check, tmp_path, rounds=1, emit=events.append
+    )
+    await client.close()
+    assert result is not None and not result.passed
+    told = [
+        m["content"]
+        for m in agent.messages
+        if m["role"] == "user" and "What the task says" in str(m["content"])
+    ]
+    assert told and "> Running `python3 greet.py` prints hello world.\n" in told[0]
+    # ...and the real server answered it: a turn after the failure.
+    assert [e for e in events if isinstance(e, TurnCompleted)][-1].turn >= 2
