@@ -93,7 +93,7 @@ class Agent:
         if task is not None:
             self._say(task, typed)
         if not followup:
-            self.actions.new_task()
+            self.actions.new_task(typed or task or "")
             self._changed = False
             self._guard = RepeatGuard()
         if warmer:

@@ -279,10 +279,10 @@ async def test_a_first_answer_that_copies_a_file_back_unchanged_is_not_taken_as_
     assert "stats.py is exactly as it was, so nothing is done yet" in told
 
 
-async def told_after(first: dict, repo) -> str:
+async def told_after(first: dict, repo, task: str = "do the task") -> str:
     """What the blocks protocol tells the model after `first`, in a task it then ends with "Done."."""
     with ScriptedServer([first, answer("Done.")]) as server:
-        await Run(server, repo, actions="blocks")()
+        await Run(server, repo, actions="blocks")(task)
         return server.requests[1]["messages"][-1]["content"]
 
 
@@ -328,7 +328,7 @@ async def test_the_instructions_example_copied_into_an_answer_is_not_written(tmp
         "path/to/example.py", f"{FENCE}python", "def example():", "    return 43", FENCE, "",
         "path/to/test_add.py", f"{FENCE}python", "def test_add():", "    assert 1 + 1 == 2", FENCE,
     )  # fmt: skip
-    told = await told_after(both, repo)
+    told = await told_after(both, repo, "Add a test of add to test_add.py.")
     assert (repo / "test_add.py").exists() and not (repo / "example.py").exists()
     assert "the path/to/example.py block is the instructions' example" in told
     # A project that has its own example.py gets the block, as any other file.
@@ -336,6 +336,24 @@ async def test_the_instructions_example_copied_into_an_answer_is_not_written(tmp
     with ScriptedServer([both, answer("Done.")]) as server:
         await Run(server, repo, actions="blocks")()
     assert (repo / "example.py").read_text() == "def example():\n    return 43\n"
+
+
+async def test_an_answer_opening_with_the_example_writes_none_of_the_new_files_it_invents(tmp_path):
+    """kv-report, 2026-12-06: the example, then another_file.py, a_third_file.py... each written."""
+    repo = git_repo(tmp_path / "repo")
+    junk = answer(
+        "path/to/example.py", f"{FENCE}python", "def example():", "    return 43", FENCE, "",
+        "path/to/another_file.py", f"{FENCE}python", "def another_function():", "    return 'hello'", FENCE, "",
+        "path/to/a_third_file.py", f"{FENCE}python", "def third_function():", "    return 123", FENCE, "",
+        "path/to/kv_report.py", f"{FENCE}python", "class KeyValueStore:", "    pass", FENCE,
+    )  # fmt: skip
+    with ScriptedServer([junk, answer("Done.")]) as server:
+        await Run(server, repo, actions="blocks")("Write a key-value store in `kv_report.py`.")
+        told = server.requests[1]["messages"][-1]["content"]
+    assert not any((repo / name).exists() for name in ("example.py", "another_file.py", "a_third_file.py"))
+    assert (repo / "kv_report.py").exists()  # the file the task names is work, example or not
+    assert "opened with the instructions' example (path/to/example.py)" in told
+    assert "(another_file.py, a_third_file.py): none of them was written" in told
 
 
 # The plan step (`plan_first`): asked where the change goes before the blocks.

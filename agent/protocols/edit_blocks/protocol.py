@@ -88,9 +88,10 @@ class BlockActions:
         self.tool_failed = False
         self.planning = False  # the next answer is the plan asked for, not yet the blocks
         self.act = BLOCKS_REMINDER  # what asks for the blocks once the plan is given
+        self.task = ""  # the task as the model was given it
 
-    def new_task(self) -> None:
-        pass
+    def new_task(self, task: str) -> None:
+        self.task = task
 
     def after_failed_check(self, failure: CheckFailure) -> str:
         """The files, the check's failure, and the format again: after a failed check small models
@@ -162,14 +163,26 @@ class BlockActions:
         # task. Said, and not applied.
         copied = [a for a in parsed.actions if a.path == EXAMPLE_PATH and not self._read("example.py")]
         if copied:
+            said = (
+                f"the {EXAMPLE_PATH} block is the instructions' example of the format, not a file of "
+                "this project. Write only the files the task needs."
+            )
+            if parsed.actions[0] in copied:
+                # An answer that opens with the example goes on in its likeness: another_file.py,
+                # a_third_file.py... each a new `path/to/` file (kv-report, 2026-12-06). Not written.
+                invented = [a for a in parsed.actions if a not in copied and self._invented(a)]
+                if invented:
+                    copied += invented
+                    names = ", ".join(a.path.removeprefix("path/to/") for a in invented)
+                    said = (
+                        f"the answer opened with the instructions' example ({EXAMPLE_PATH}) and went "
+                        f"on with new files in its likeness ({names}): none of them was written. Write "
+                        "only the files the task needs."
+                    )
             parsed = replace(
                 parsed,
                 actions=[a for a in parsed.actions if a not in copied],
-                problems=[
-                    *parsed.problems,
-                    f"the {EXAMPLE_PATH} block is the instructions' example of the format, not a file of "
-                    "this project. Write only the files the task needs.",
-                ],
+                problems=[*parsed.problems, said],
             )
         # A whole file written back unchanged is the model restating its work, not a change to make:
         # an answer made only of those ends the task like a plain "done".
@@ -269,6 +282,14 @@ class BlockActions:
             "file in the fence."
             for rel in meant[:2]
         ]
+
+    def _invented(self, action: Action) -> bool:
+        """A new file written under the example's `path/to/` folder that the task does not name: no
+        file of the project has its path or its name."""
+        if action.kind != "write" or not action.path.startswith("path/to/"):
+            return False
+        path = self._known_path(action).path
+        return self._read(path) is None and PurePosixPath(path).name not in self.task
 
     def _known_path(self, action: Action) -> Action:
         """The path the model meant. Small models copy the prompt's `path/to/` example, or write a bare

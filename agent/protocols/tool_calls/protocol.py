@@ -48,7 +48,7 @@ class ToolCallActions:
     def request_overrides(self) -> dict[str, Any]:
         return {}
 
-    def new_task(self) -> None:
+    def new_task(self, task: str) -> None:
         self.corrections = 0
 
     def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]:
