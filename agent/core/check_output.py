@@ -192,7 +192,7 @@ def _in_workspace(path: str, line: int, root: Path) -> Location | None:
 # sent fizzbuzz.py back without its `__main__` block four rounds running; the task's sentence "Running
 # `python3 fizzbuzz.py` prints ..." was 20 turns behind it (fizzbuzz, csv-totals' "rounded to 2
 # decimals", 2026-12-06). Sentences are matched to the error by the words they share, compared by
-# their first five letters (`printed` and `prints`).
+# their first five letters (`printed` and `prints`), a word the rarer in the task the more telling.
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _COMMON = frozenset(
     [
@@ -247,7 +247,6 @@ _COMMON = frozenset(
     ]
 )
 MAX_ASKED = 2  # sentences quoted at most
-MIN_SHARED = 2  # words a sentence shares with the error to be quoted
 
 
 def _stems(text: str) -> set[str]:
@@ -255,19 +254,20 @@ def _stems(text: str) -> set[str]:
 
 
 def task_sentences(task: str, error: str) -> list[str]:
-    """The sentences of `task` that share the most words with `error` (at least MIN_SHARED), in the
-    task's order; [] when none does."""
+    """The sentences of `task` that the error is about, in the task's order; [] when none is. A shared
+    word counts the more, the fewer sentences have it (`books`, in the one sentence with the output's
+    example, is worth more than `fizzbuzz`, in every one); a sentence is quoted from a score of 1,
+    at most MAX_ASKED of them, the best first."""
     wanted = _stems(error)
     if not wanted or not task:
         return []
     sentences = [
-        s.strip()
+        " ".join(s.split())
         for s in re.split(r"(?<!e\.g\.)(?<!i\.e\.)(?<=[.!?])\s+|\n\s*[-*]\s+|\n\s*\n", task)
         if s.strip()
     ]
-    scored = [(len(_stems(sentence) & wanted), i) for i, sentence in enumerate(sentences)]
-    best = max((score for score, _ in scored), default=0)
-    if best < MIN_SHARED:
-        return []
-    chosen = sorted(i for score, i in scored if score == best)[:MAX_ASKED]
-    return [" ".join(sentences[i].split()) for i in chosen]
+    stems = [_stems(sentence) & wanted for sentence in sentences]
+    weight = {stem: 1 / sum(stem in found for found in stems) for found in stems for stem in found}
+    scored = [(sum(weight[stem] for stem in found), i) for i, found in enumerate(stems)]
+    best = sorted((item for item in scored if item[0] >= 1), reverse=True)[:MAX_ASKED]
+    return [sentences[i] for _, i in sorted(best, key=lambda item: item[1])]

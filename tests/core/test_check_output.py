@@ -157,3 +157,15 @@ def test_an_abbreviation_does_not_end_a_sentence_and_an_unrelated_error_quotes_n
     assert sentence.startswith("Also write") and sentence.endswith("`python3 -m pytest -q`.")
     assert task_sentences(FIZZBUZZ_TASK, "KeyError: 'colour'") == []
     assert task_sentences("", "AssertionError: fizzbuzz printed") == []
+
+
+def test_a_word_of_one_sentence_alone_is_enough_to_quote_it():
+    # csv-totals, 2026-12-06 (run H): the hidden check printed only the totals; "books" is in one
+    # sentence, the one that says how the output reads.
+    task = (
+        "Write `report.py` with a function `totals_by_category(path)` that returns a dict of totals, "
+        "rounded to 2 decimals. Running `python3 report.py sales.csv` prints one line per category, "
+        "in the form `category: total`, e.g. `books: 19.75`."
+    )
+    [sentence] = task_sentences(task, "AssertionError: {'books': 19.75, 'games': 79.99}")
+    assert sentence.startswith("Running `python3 report.py sales.csv` prints")
