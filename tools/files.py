@@ -298,7 +298,7 @@ def rewrite_risk(
                 "mean with a SEARCH/REPLACE edit (edit_file)"
             )
     gone = _definitions(rel, old) - _definitions(rel, new)
-    unnamed = sorted(name for name in gone if not re.search(rf"(?<!\w){re.escape(name)}(?!\w)", task))
+    unnamed = sorted(name for name in gone if not _named(name, task))
     if unnamed:
         shown = ", ".join(unnamed[:5]) + (f" and {len(unnamed) - 5} more" if len(unnamed) > 5 else "")
         what = "sections" if rel.lower().endswith(MARKDOWN) else "definitions"
@@ -307,6 +307,20 @@ def rewrite_risk(
             "the part you mean with a SEARCH/REPLACE edit (edit_file), or write the file whole with them kept"
         )
     return None
+
+
+def _named(name: str, task: str) -> bool:
+    """Whether the task names `name`, or a name it is built on: renaming `calc_total` renames
+    `test_calc_total_applies_the_discount` too (rename-function, 2026-12-06: refused as a deletion)."""
+    if re.search(rf"(?<!\w){re.escape(name)}(?!\w)", task):
+        return True
+    return any(len(word) >= 4 and word in name for word in _identifiers(task))
+
+
+def _identifiers(text: str) -> set[str]:
+    """The code names of a text: words in backticks, snake_case and camelCase words."""
+    quoted = {word for span in re.findall(r"`([^`\n]+)`", text) for word in re.findall(r"\w+", span)}
+    return quoted | set(re.findall(r"\b(?:\w+_\w+|[a-z]+[A-Z]\w*)\b", text))
 
 
 MARKDOWN = (".md", ".markdown")

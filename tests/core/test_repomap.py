@@ -416,3 +416,17 @@ async def test_headless_refuses_a_small_readme_written_as_its_new_section_alone(
     assert "would delete sections the task does not name: License, todo" in decided.reason
     assert "SEARCH/REPLACE" in told and "with them kept" in told
     assert (root / "README.md").read_text() == readme
+
+
+async def test_a_rename_may_rename_the_definitions_built_on_the_renamed_name(tmp_path):
+    # rename-function, 2026-12-06 (run G): test_calc_total_applies_the_discount became
+    # test_order_total_applies_the_discount, and the guard refused it as a deletion.
+    root = git_repo(tmp_path / "r")
+    tests = "from pricing import calc_total\n\n\ndef test_calc_total_adds():\n    assert calc_total([1, 2]) == 3\n"
+    (root / "mod.py").write_text(tests)
+    renamed = tests.replace("calc_total", "order_total")
+    with ScriptedServer(read_then_write(renamed)) as server:
+        await Run(server, root, approval="full-auto", approve=None)(
+            "Rename the function `calc_total` in `pricing.py` to `order_total`, and update every place that uses it."
+        )
+    assert (root / "mod.py").read_text() == renamed
