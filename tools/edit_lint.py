@@ -15,6 +15,7 @@ import shlex
 import signal
 import subprocess
 from collections import Counter
+from functools import cache
 from pathlib import Path
 
 from tools.base import ToolContext, ToolResult
@@ -47,14 +48,22 @@ def add_missing_imports(
         return after, []
     module = path.stem
 
-    def definers(name: str) -> list[str]:
-        found = []
+    @cache
+    def siblings() -> dict[str, str]:
+        """The text of each module beside the file, read once for all the names."""
+        texts = {}
         for other in sorted(path.parent.glob("*.py"))[:MAX_SIBLINGS]:
             with contextlib.suppress(OSError, UnicodeDecodeError):
-                small = other.is_file() and other.stat().st_size <= MAX_SIBLING_BYTES
-                if other.stem.isidentifier() and small and defines(other.read_text(encoding="utf-8"), name):
-                    found.append(other.stem)
-        return found
+                if (
+                    other.stem.isidentifier()
+                    and other.is_file()
+                    and other.stat().st_size <= MAX_SIBLING_BYTES
+                ):
+                    texts[other.stem] = other.read_text(encoding="utf-8")
+        return texts
+
+    def definers(name: str) -> list[str]:
+        return [stem for stem, text in siblings().items() if defines(text, name)]
 
     lines = list(dict.fromkeys(line for name in names if (line := import_for(name, after, module, definers))))
     return (with_imports(after, lines), lines) if lines else (after, [])

@@ -240,9 +240,8 @@ class WriteFile:
         check_fresh(ctx, path, rel, st)
         content, notes, before = args.content, [], ""
         encode = encode_text
-        if (
-            st is not None and st.st_size > MAX_EDIT_BYTES
-        ):  # replaced without a diff; only a binary file is refused
+        if st is not None and st.st_size > MAX_EDIT_BYTES:
+            # Replaced without a diff; only a binary file is refused.
             with open(path, "rb") as f:
                 if is_binary(f.read(8192)):
                     raise binary_refusal(rel, st.st_size, self.name)

@@ -175,26 +175,25 @@ def _mutable_dataclass_defaults(path: str, tree: ast.Module) -> list[LintProblem
         if not isinstance(node, ast.ClassDef) or not any(map(_is_dataclass, node.decorator_list)):
             continue
         for item in node.body:
-            if (
-                not isinstance(item, ast.AnnAssign)
-                or not isinstance(item.target, ast.Name)
-                or item.value is None
-            ):
-                continue
-            value = item.value
-            kind = _MUTABLE.get(type(value))
-            if (
-                isinstance(value, ast.Call)
-                and isinstance(value.func, ast.Name)
-                and value.func.id in ("list", "dict", "set")
-            ):
-                kind = value.func.id
-            if kind:
+            named = isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+            if named and (kind := _mutable_kind(item.value)):
+                field = item.target.id
                 found.append(LintProblem(path, item.lineno, (
-                    f"mutable default for the dataclass field '{item.target.id}': Python refuses it when the "
-                    f"module is imported; write `{item.target.id}: ... = field(default_factory={kind})`"
+                    f"mutable default for the dataclass field '{field}': Python refuses it when the module "
+                    f"is imported; write `{field}: ... = field(default_factory={kind})`"
                 )))  # fmt: skip
     return found
+
+
+def _mutable_kind(value: ast.expr | None) -> str:
+    """'list', 'dict' or 'set' for a default of that kind ([], {}, set(), a comprehension), else ''."""
+    if (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and value.func.id in ("list", "dict", "set")
+    ):
+        return value.func.id
+    return _MUTABLE.get(type(value), "")
 
 
 def _is_dataclass(decorator: ast.expr) -> bool:
