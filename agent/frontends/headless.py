@@ -130,7 +130,7 @@ def attempts_lines(summary: dict) -> list[str]:
             f"  attempt {row['attempt']}: {row['status']}, {check}, {len(row['changes'])} files +{added} "
             f"-{deleted}, {row['seconds']:.0f} s, {row.get('turns') or 0} turns, temperature "
             f"{row.get('temperature') if row.get('temperature') is not None else 'as the profile'}"
-            f", session {row['session_id']}"
+            f"{', a plan first' if row.get('plan_first') else ''}, session {row['session_id']}"
         )
         if row.get("branch"):
             lines.append(f"    kept as {row['branch']}: take it with `git diff {row['branch']}~1 "

@@ -43,6 +43,7 @@ class ActionProtocol(Protocol):
     mode: ActionsMode
     system_prompt: str  # the protocol's part of the stable prefix (agent/core/prompt.py adds the project's)
     shows_repository: bool  # the task message carries the repository's files (agent/core/repomap.py)
+    can_plan: bool  # the protocol has a plan step (`plan_first` then turns it on)
     plan_first: bool  # ask for a plan before the actions, where the protocol has such a step
 
     def reminder(self, partly: list[str]) -> str:

@@ -5,8 +5,13 @@ At temperature 0 a small model gives the same wrong answer round after round; in
 judged by the task's check, are what the best harnesses for small models use, and a server decodes
 several streams for little more than the time of one (FACTS.md). Each attempt is a session like any
 other (recorded, resumable) working in its own git worktree at the workspace's starting state
-(tools/worktrees.py). The first attempt samples as the task says; each other one warmer, with a seed
-of its own, and each sees only its own failures.
+(tools/worktrees.py). Each sees only its own failures.
+
+Attempts differ in how they work as well as in how they sample. Where the protocol has a plan step,
+the attempts alternate with it and without it (the settings' way first): on the small suite the runs
+with the plan solved tasks that those without it never did (fix-failing-test, parse-duration), and
+lost some that those without it solved (hello, rename-function), so the two ways cover each other.
+The first attempt of each way samples as the task says; the further ones warmer, with seeds.
 
 The winner's change is applied to the workspace as one patch, after a checkpoint (`agent undo` takes
 it back). The others are cancelled, which closes their streams, and so stops their generation on the
@@ -67,6 +72,7 @@ class AttemptResult:
     summary: dict[str, Any] = field(default_factory=dict)  # the session's figures
     seconds: float = 0.0
     temperature: float | None = None
+    plan_first: bool | None = None  # None: the protocol has no plan step
     error: str = ""
 
     @property
@@ -78,19 +84,30 @@ class AttemptResult:
             "attempt": self.number, "session_id": self.session_id, "status": self.status,
             "check_passed": self.check.passed if self.check else None,
             "check_exit_code": self.check.exit_code if self.check else None,
-            "temperature": self.temperature, "seconds": round(self.seconds, 2),
+            "temperature": self.temperature, "plan_first": self.plan_first, "seconds": round(self.seconds, 2),
             "turns": self.summary.get("turns"), "output_tokens": self.summary.get("output_tokens"),
             "median_gen_tok_s": self.summary.get("median_gen_tok_s"), "changes": changes,
             **({"branch": branch} if branch else {}), **({"error": self.error} if self.error else {}),
         }  # fmt: skip
 
 
-def sampling_for(number: int, base: dict[str, Any], profile_temperature: float | None) -> dict[str, Any]:
-    """Request overrides of attempt `number`: the task's own for the first; warmer, seeded, after."""
-    if number == 1:
-        return dict(base)
+def plans_first(number: int, default: bool) -> bool:
+    """Whether attempt `number` asks for a plan before its actions: the odd ones as the settings say,
+    the even ones the other way (see the module)."""
+    return default if number % 2 else not default
+
+
+def sampling_for(
+    number: int, base: dict[str, Any], profile_temperature: float | None, ways: int = 1
+) -> dict[str, Any]:
+    """Request overrides of attempt `number`, of `ways` alternating ways of working: the task's own
+    for the first of each way (seeded after the first, which tells the attempts apart in the logs);
+    warmer, seeded, for the rest."""
+    rank = (number - 1) // ways  # 0 for the first attempt of each way
+    if rank == 0:
+        return dict(base) if number == 1 else {**base, "seed": number}
     temperature = base.get("temperature", profile_temperature) or 0.0
-    warmer = min(WARMEST, temperature + WARMER_BY + WARMER_STEP * (number - 2))
+    warmer = min(WARMEST, temperature + WARMER_BY + WARMER_STEP * (rank - 1))
     # min_p 0: llama-server's default (0.05) leaves one token wherever the model is sure of itself,
     # and a warmer temperature alone then changes nothing (agent/core/guards.py).
     return {**base, "temperature": round(max(warmer, temperature), 2), "seed": number, "min_p": 0.0}
@@ -208,8 +225,11 @@ async def _attempt(
         async with open_session(setup, tagged) as live:
             result.session_id = live.session_id
             agent = live.agent
+            ways = 2 if agent.actions.can_plan else 1
+            if agent.actions.can_plan:
+                agent.actions.plan_first = result.plan_first = plans_first(number, agent.actions.plan_first)
             overrides = sampling_for(
-                number, spec.sampling.model_dump(exclude_none=True), prep.profile.sampling.temperature
+                number, spec.sampling.model_dump(exclude_none=True), prep.profile.sampling.temperature, ways
             )
             agent.request_overrides, result.temperature = overrides, overrides.get("temperature")
             outcome: Outcome | None = None

@@ -19,10 +19,11 @@ import jsonschema
 import pytest
 
 from agent.errors import ServerError
+from agent.protocols.edit_blocks.prompt import PLAN_TASK
 from agent.server.launch_plan import _check_slots_fit, with_slots
 from agent.server.preflight.report import Memory
 from agent.server.profiles import ServerProfile
-from agent.session.attempts import sampling_for
+from agent.session.attempts import plans_first, sampling_for
 from tests.core.test_loop import git_repo
 from tests.faults import start_agent, wait_until
 from tests.frontends.test_headless import SCHEMA, agent, task_file
@@ -93,16 +94,31 @@ def test_the_first_attempt_whose_check_passes_wins_and_only_its_change_is_applie
     assert git(repo, "for-each-ref", "refs/spec-agent/checkpoints")  # `agent undo` can take it back
 
 
-def test_attempts_sample_apart_the_first_as_the_task_says_the_others_warmer_with_seeds(tmp_path):
+def test_attempts_alternate_the_plan_step_and_sample_warmer_after_the_first_of_each_way(tmp_path):
     repo = git_repo(tmp_path / "repo")
-    reply = by_attempt({1: writes(RIGHT), 2: writes(RIGHT), 3: writes(RIGHT)}, delay=0.2)
+    reply = by_attempt({n: writes(RIGHT) for n in range(1, 6)}, delay=0.2)
     with ScriptedServer(default=reply) as server:
-        result, _ = run(tmp_path, server, "--attempts", "3", sampling={"temperature": 0})
+        result, events = run(tmp_path, server, "--attempts", "5", sampling={"temperature": 0})
         first_requests = {body.get("seed"): body for body in server.requests if len(body["messages"]) == 2}
     assert result.returncode == 0, result.stderr
-    assert first_requests[None]["temperature"] == 0
-    assert (first_requests[2]["temperature"], first_requests[3]["temperature"]) == (0.5, 0.7)
+    temperatures = [first_requests[seed]["temperature"] for seed in (None, 2, 3, 4, 5)]
+    assert temperatures == [0, 0, 0.5, 0.5, 0.7]  # the first of each way as the task says
+    planned = [PLAN_TASK in first_requests[seed]["messages"][-1]["content"] for seed in (None, 2, 3, 4, 5)]
+    assert planned == [False, True, False, True, False]
+    [finished] = [e for e in events if e["type"] == "attempts.finished"]
+    assert [row["plan_first"] for row in finished["attempts"]] == planned
     assert (repo / "add.py").read_text() == RIGHT
+
+
+def test_attempts_with_native_tool_calls_have_no_plan_step_to_alternate(tmp_path):
+    git_repo(tmp_path / "repo")
+    reply = by_attempt({1: {"content": "Nothing to do."}, 2: {"content": "Nothing to do."}})
+    with ScriptedServer(default=reply) as server:
+        _, events = run(tmp_path, server, "--attempts", "2", actions="tools", sampling={"temperature": 0})
+        first_requests = {body.get("seed"): body for body in server.requests if len(body["messages"]) == 2}
+    assert (first_requests[None]["temperature"], first_requests[2]["temperature"]) == (0, 0.5)
+    [finished] = [e for e in events if e["type"] == "attempts.finished"]
+    assert [row["plan_first"] for row in finished["attempts"]] == [None, None]
 
 
 def test_when_no_attempt_passes_the_workspace_is_as_it_was_and_each_attempt_is_a_branch(tmp_path):
@@ -199,6 +215,14 @@ def test_sampling_for_keeps_the_first_attempt_as_the_task_says():
     assert sampling_for(1, {"temperature": 0.0, "top_p": 0.9}, 0.2) == {"temperature": 0.0, "top_p": 0.9}
     assert sampling_for(2, {}, None) == {"temperature": 0.5, "seed": 2, "min_p": 0.0}
     assert sampling_for(4, {}, 0.7) == {"temperature": 1.0, "seed": 4, "min_p": 0.0}  # capped
+    # two ways of working: the first of each as the task says
+    assert sampling_for(2, {"temperature": 0.0}, None, ways=2) == {"temperature": 0.0, "seed": 2}
+    assert sampling_for(4, {}, 0.2, ways=2) == {"temperature": 0.7, "seed": 4, "min_p": 0.0}
+
+
+def test_the_plan_step_alternates_from_the_settings_way():
+    assert [plans_first(n, False) for n in (1, 2, 3, 4)] == [False, True, False, True]
+    assert [plans_first(n, True) for n in (1, 2, 3, 4)] == [True, False, True, False]
 
 
 def test_slots_give_each_slot_the_profiles_context():

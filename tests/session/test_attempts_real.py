@@ -10,6 +10,7 @@ import signal
 
 import pytest
 
+from agent.protocols.edit_blocks.prompt import PLAN_TASK
 from tests.core.test_loop import git_repo
 from tests.faults import start_agent, wait_until
 from tests.faults.test_server_faults import agent_server, fault_profile, finally_gone, log_of, task
@@ -38,6 +39,11 @@ def test_a_started_server_gets_a_slot_per_attempt_and_the_winner_lands(tmp_path,
     [finished] = [e for e in events if e["type"] == "attempts.finished"]
     assert finished["winner"] in (1, 2)
     assert not [e for e in events if "take turns" in e.get("message", "")]  # both ran at once
+    # the second attempt worked the other way: a plan asked for first, on the real server
+    rows = {row["attempt"]: row for row in finished["attempts"]}
+    assert (rows[1]["plan_first"], rows[2]["plan_first"]) == (False, True)
+    asked = (isolated_state / "sessions" / f"{rows[2]['session_id']}.jsonl").read_text()
+    assert json.dumps(PLAN_TASK)[1:-1] in asked
     assert worktrees(repo) == [f"worktree {repo}"]
 
 

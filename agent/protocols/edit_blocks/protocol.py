@@ -58,6 +58,7 @@ class BlockActions:
     shows_repository = True  # a small model acts on what it is shown; it rarely asks to read
     # Off by default (the `plan_first` setting, or a profile's): on the small suite three runs with it
     # solved 4, 5 and 4 of 14, against 2-4 without (docs/benchmarks.md, "A plan before the blocks").
+    can_plan = True
     plan_first = False
 
     def reminder(self, partly: list[str]) -> str:

@@ -27,7 +27,8 @@ class ToolCallActions:
     mode: ActionsMode = "tools"
     system_prompt = SYSTEM_PROMPT
     shows_repository = False  # the model reads what it needs with read_file
-    plan_first = False  # native tool calls have no plan step
+    can_plan = False  # native tool calls have no plan step
+    plan_first = False
 
     def __init__(self, workspace: Path | None = None) -> None:
         self.corrections = 0
