@@ -10,6 +10,7 @@ Each chat request takes the next reply from a script. A reply is a dict:
     {"die_after_chunks": 3}                               close the connection mid-stream
     {"overflow": True}                                    answer with the context-overflow error
     {"no_final_chunk": True}                              end the stream without usage, timings or [DONE]
+    {"stray_events": ["42", "[1, 2]"]}                    data lines that are JSON but no chunk, sent first
     {"timings": {...}}                                    replace or extend the computed timings
     {"counters": {"draft_tokens": 40, "accepted": 30}}    drafting seen only on /metrics (like vLLM)
     {"delay": 0.5, "chunk_delay": 0.01}                   slow replies
@@ -319,6 +320,9 @@ class _Handler(BaseHTTPRequestHandler):
         calls = self._tool_calls(reply)
         if not send(chunk({"role": "assistant", "content": None})):
             return
+        for stray in reply.get("stray_events", ()):
+            if not send(stray):
+                return
         for piece in _chunks(reply.get("reasoning", "")):
             if not send(chunk({"reasoning_content": piece})):
                 return

@@ -144,6 +144,18 @@ async def test_a_stream_without_a_final_chunk_returns_what_arrived_marked_incomp
     assert done.stats.ttft_s is not None  # the client-side figures are still there
 
 
+async def test_data_lines_that_are_json_but_no_chunk_are_skipped_and_the_answer_is_whole():
+    # The client reads chunks as plain JSON (no typed object per token): a proxy's keep-alive or a
+    # stray value must not end the stream or reach the answer.
+    reply = {"content": "the whole answer", "stray_events": ["42", '"keep-alive"', "[1, 2]", "null"]}
+    with ScriptedServer([reply]) as server:
+        client = client_for(server)
+        deltas, done = await run(client)
+        await client.close()
+    assert done.content == "the whole answer" and done.complete
+    assert "".join(d.text for d in deltas if isinstance(d, TextDelta)) == "the whole answer"
+
+
 async def test_context_overflow_maps_to_its_type_with_token_counts():
     with ScriptedServer(n_ctx=50) as server:
         client = client_for(server)
