@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import json
 import os
 import resource
@@ -33,8 +34,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-os.environ.setdefault("AGENT_STATE_DIR", tempfile.mkdtemp(prefix="bench-tui-state-"))
-os.environ.setdefault("AGENT_CONFIG_DIR", tempfile.mkdtemp(prefix="bench-tui-config-"))
+# Folders of its own, unless given, and gone when it ends (atexit runs after the app and its server).
+for _variable, _prefix in (
+    ("AGENT_STATE_DIR", "bench-tui-state-"),
+    ("AGENT_CONFIG_DIR", "bench-tui-config-"),
+):
+    if _variable not in os.environ:
+        os.environ[_variable] = tempfile.mkdtemp(prefix=_prefix)
+        atexit.register(shutil.rmtree, os.environ[_variable], True)
 
 from tests.frontends.tui.helpers import git_workspace, make_app, send, wait_for  # noqa: E402
 from tests.frontends.tui.stream_lag import SECTION, scripted_server, token_to_screen  # noqa: E402

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import resource
 import shlex
@@ -46,6 +47,42 @@ QUIET_ENV = {
     "GIT_EDITOR": "true",
     "EDITOR": "true",
 }
+
+
+MARKER_PREFIX = "agent-cwd-"
+
+
+def new_marker_dir() -> Path:
+    """A folder for one command's working-directory marker, named for this process: one that an agent
+    killed mid-command (kill -9) leaves behind is swept by the next agent (`sweep_markers`)."""
+    _sweep_once()
+    return Path(tempfile.mkdtemp(prefix=f"{MARKER_PREFIX}{os.getpid()}-"))
+
+
+def sweep_markers(folder: Path) -> list[Path]:
+    """Remove the marker folders in `folder` of processes that are gone; the ones removed."""
+    removed = []
+    for marker in folder.glob(f"{MARKER_PREFIX}*-*"):
+        pid = marker.name.removeprefix(MARKER_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not _pid_exists(int(pid)):
+            shutil.rmtree(marker, ignore_errors=True)
+            removed.append(marker)
+    return removed
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: its folder is not ours to judge
+    return True
+
+
+@functools.cache
+def _sweep_once() -> None:
+    sweep_markers(Path(tempfile.gettempdir()))
 
 
 class BashArgs(BaseModel):
@@ -119,7 +156,7 @@ class Bash:
         timeout = args.timeout or self.default_timeout
         # The marker that records where the command left us, in a folder of its own: the sandbox
         # gives commands a private /tmp, and binds this folder through it.
-        marker_dir = Path(tempfile.mkdtemp(prefix="agent-cwd-"))
+        marker_dir = new_marker_dir()
         cwd_file = str(marker_dir / "cwd")
         nproc = await asyncio.to_thread(process_limit, self.process_room) if self.process_room else None
         # The command travels as an argument: its text cannot end the wrapper's subshell early.

@@ -123,6 +123,8 @@ class Sandbox:
             self.git_names += guard.names
         if not self.network:
             args.append("--unshare-net")
+        # A TMPDIR of the user's (/var/tmp/me) is read-only in here: temporary files go to the private /tmp.
+        args += ["--setenv", "TMPDIR", "/tmp"]
         return [*args, "--die-with-parent", "--", *argv]
 
     def sweep(self) -> str:

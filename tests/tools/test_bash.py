@@ -6,12 +6,13 @@ import asyncio
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tools.bash import Bash, BashArgs, CappedOutput, _signal_tree
+from tools.bash import MARKER_PREFIX, Bash, BashArgs, CappedOutput, _signal_tree, sweep_markers
 
 
 def alive(pid: int, settle: float = 2.0) -> bool:
@@ -148,3 +149,22 @@ def test_a_process_group_left_only_with_zombies_counts_as_ended():
         assert _signal_tree(child.pid, [], signal.SIGKILL) is False  # exited, not yet reaped: ended
     finally:
         child.wait()
+
+
+def test_a_marker_folder_left_by_an_agent_killed_mid_command_is_swept_and_a_live_ones_kept(tmp_path):
+    # A real process makes its marker folder (as a command starts) and is killed -9 before it can
+    # remove it; the sweep takes only that one.
+    make = "from tools.bash import new_marker_dir; print(new_marker_dir(), flush=True); import time; time.sleep(60)"
+    child = subprocess.Popen([sys.executable, "-c", make], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "TMPDIR": str(tmp_path)}, cwd=Path(__file__).parents[2])  # fmt: skip
+    left = Path(child.stdout.readline().strip())
+    child.kill()
+    child.wait()
+    child.stdout.close()
+    live = tmp_path / f"{MARKER_PREFIX}{os.getpid()}-abc"
+    live.mkdir()
+    other = tmp_path / f"{MARKER_PREFIX}not-a-pid"
+    other.mkdir()
+    assert left.parent == tmp_path and left.is_dir()
+    assert sweep_markers(tmp_path) == [left]
+    assert not left.exists() and live.is_dir() and other.is_dir()

@@ -267,3 +267,17 @@ async def test_commands_on_path_under_tmp_stay_reachable_inside_the_sandbox(tmp_
         assert not denied.ok  # reachable, read-only
     finally:
         shutil.rmtree(venv, ignore_errors=True)
+
+
+async def test_a_users_tmpdir_outside_the_sandbox_s_writable_folders_points_at_its_private_tmp(
+    tmp_path, monkeypatch
+):
+    """TMPDIR=/var/tmp/me (HPC sites set one) is read-only inside the sandbox: mktemp, pip and pytest's
+    tmp_path failed there. Inside, TMPDIR is the private /tmp."""
+    own = tmp_path / "usertmp"
+    own.mkdir()
+    monkeypatch.setenv("TMPDIR", str(own))
+    ctx, _ = context(tmp_path)
+    result = await sh(ctx, 'f=$(mktemp) && echo "$TMPDIR $f"')
+    assert result.ok, result.output
+    assert result.output.startswith("/tmp /tmp/tmp.") and not any(own.iterdir())

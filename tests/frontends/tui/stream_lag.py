@@ -183,8 +183,9 @@ async def token_to_screen(
     else:
         rate = None  # the model sets the pace
     arrivals: list[tuple[float, int]] = []  # (time, answer length after this delta)
+    scratch = tempfile.TemporaryDirectory(prefix="token-to-screen-ws-")
     try:
-        ws = git_workspace(Path(tempfile.mkdtemp(prefix="token-to-screen-ws-")))
+        ws = git_workspace(Path(scratch.name))
         app = make_app(ws, base_url=url, profile=profile)
         with _Written() as written:
             async with app.run_test(size=SIZE) as pilot:
@@ -210,6 +211,7 @@ async def token_to_screen(
         if proc is not None:
             proc.kill()
             proc.wait()
+        scratch.cleanup()
     delays, j, drawn = [], 0, written.drawn
     for arrived, needed in arrivals:
         while j < len(drawn) and (drawn[j][1] < needed or drawn[j][0] < arrived):
