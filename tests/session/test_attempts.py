@@ -155,6 +155,8 @@ def test_the_human_summary_lists_each_attempt_and_how_to_take_a_kept_one(tmp_pat
     assert result.returncode == 1
     assert "no attempt of 2 passed its check: the workspace is as it was" in result.stderr
     assert "  attempt 1: failed, check failed (exit 1), 1 files +2 -0" in result.stderr
+    [second] = [line for line in result.stderr.splitlines() if line.startswith("  attempt 2: ")]
+    assert ", a plan first, session " in second  # the way it worked, beside its sampling
     assert "| git apply`" in result.stderr and "[attempt 2] " in result.stderr
     assert "tok/s summed over the server's slots" in result.stderr
 
