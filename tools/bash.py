@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field
 
 from tools.base import ToolContext, ToolResult
 from tools.shown import note_shown_by_command
+from tools.text_files import pid_gone
 
 DEFAULT_TIMEOUT = 120
 MAX_TIMEOUT = 1800
@@ -64,20 +65,10 @@ def sweep_markers(folder: Path) -> list[Path]:
     removed = []
     for marker in folder.glob(f"{MARKER_PREFIX}*-*"):
         pid = marker.name.removeprefix(MARKER_PREFIX).split("-", 1)[0]
-        if pid.isdigit() and not _pid_exists(int(pid)):
+        if pid.isdigit() and pid_gone(int(pid)):
             shutil.rmtree(marker, ignore_errors=True)
             removed.append(marker)
     return removed
-
-
-def _pid_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process: its folder is not ours to judge
-    return True
 
 
 @functools.cache

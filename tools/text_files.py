@@ -105,16 +105,21 @@ def _clear_stale_temps(path: Path) -> None:
         return
     for name in names:
         pid = name[len(prefix) :].split(".", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-            continue  # its writer is alive (or the pid was reused): not ours to remove
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            continue
-        (path.parent / name).unlink(missing_ok=True)
+        # A live writer (or a reused pid) keeps its file: not ours to remove.
+        if pid.isdigit() and int(pid) != os.getpid() and pid_gone(int(pid)):
+            (path.parent / name).unlink(missing_ok=True)
+
+
+def pid_gone(pid: int) -> bool:
+    """Whether no process has this pid: what a file named for its writer's pid was left by, when so.
+    Another user's process counts as there."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def write_atomically(path: Path, content: str | bytes) -> None:
