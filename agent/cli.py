@@ -285,6 +285,11 @@ def _task_commands(commands: argparse._SubParsersAction) -> None:
         help="times a failed check goes back to the model to fix (default: front matter, else 3)",
     )  # fmt: skip
     run.add_argument(
+        "--fresh-starts", type=int, metavar="N",
+        help="times a stuck task (its check still failing) starts afresh: the conversation cleared, "
+        "the files kept, the other way of working, warmer (default: front matter, else 2)",
+    )  # fmt: skip
+    run.add_argument(
         "--attempts", type=int, metavar="N",
         help="N attempts at once, each in its own git worktree; the first whose check passes wins",
     )  # fmt: skip

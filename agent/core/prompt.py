@@ -52,7 +52,8 @@ def environment_note(workspace: Path, git_summary: str | None) -> str:
 
 
 def user_message(
-    task: str, workspace: Path, git_summary: str | None, files: str = "", reminder: str = ""
+    task: str, workspace: Path, git_summary: str | None, files: str = "", reminder: str = "", note: str = ""
 ) -> str:
-    parts = [environment_note(workspace, git_summary), files, task.strip(), reminder]
+    """The environment note, the files, the task, a `note` on it (a fresh start's), the reminder."""
+    parts = [environment_note(workspace, git_summary), files, task.strip(), note, reminder]
     return "\n\n".join(p for p in parts if p)

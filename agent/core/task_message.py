@@ -18,19 +18,20 @@ def task_message(
     task: str,
     protocol: ActionProtocol | None = None,
     context: ContextWindow | None = None,
+    note: str = "",
 ) -> str:
     """The task with the environment note; where the protocol shows the repository, its files too,
     cut to what the context has room for once the prompt prefix and the task are in, and the
-    protocol's reminder last."""
+    protocol's reminder last. `note`: said after the task (a fresh start's, agent/core/checks.py)."""
     workbench.tool_state[TASK_TEXT] = task
     if protocol is None or not protocol.shows_repository:
-        return user_message(task, workbench.workspace, git_summary(workbench.repo))
-    budget = files_budget(task, context, len(system_prompt(workbench.workspace, protocol.mode)))
+        return user_message(task, workbench.workspace, git_summary(workbench.repo), note=note)
+    budget = files_budget(task + note, context, len(system_prompt(workbench.workspace, protocol.mode)))
     view = repository_view(workbench.workspace, task, budget, fence_for, recent_files(workbench))
     for rel in view.whole:
         mark_shown_whole(workbench.tool_state, workbench.workspace / rel)
     reminder = protocol.reminder(view.partly)
-    return user_message(task, workbench.workspace, git_summary(workbench.repo), view.text, reminder)
+    return user_message(task, workbench.workspace, git_summary(workbench.repo), view.text, reminder, note)
 
 
 def files_budget(task: str, context: ContextWindow | None, prompt_chars: int) -> int:

@@ -157,7 +157,7 @@ def request_from(args: Namespace) -> TaskRequest:
         task=Path(args.task) if args.task else None, resume=args.resume,
         workdir=Path(args.workdir) if args.workdir else None, profile=args.profile, base_url=args.base_url,
         max_turns=args.max_turns, approval=args.approval, actions=args.actions, check_rounds=args.check_rounds,
-        tool_choice=args.tool_choice, attempts=args.attempts,
+        fresh_starts=args.fresh_starts, tool_choice=args.tool_choice, attempts=args.attempts,
     )  # fmt: skip
 
 

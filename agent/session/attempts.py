@@ -7,11 +7,11 @@ several streams for little more than the time of one (FACTS.md). Each attempt is
 other (recorded, resumable) working in its own git worktree at the workspace's starting state
 (tools/worktrees.py). Each sees only its own failures.
 
-Attempts differ in how they work as well as in how they sample. Where the protocol has a plan step,
-the attempts alternate with it and without it (the settings' way first): on the small suite the runs
-with the plan solved tasks that those without it never did (fix-failing-test, parse-duration), and
-lost some that those without it solved (hello, rename-function), so the two ways cover each other.
-The first attempt of each way samples as the task says; the further ones warmer, with seeds.
+Attempts differ in how they work as well as in how they sample (agent/session/ways.py): where the
+protocol has a plan step, they alternate with it and without it, the settings' way first; the first
+attempt of each way samples as the task says, the further ones warmer, with seeds. A single line
+(`agent run` without attempts) starts afresh the same way when it gets stuck; attempts do not, as the
+other attempts are their fresh starts, and on a CPU a restarted attempt takes the cores from them.
 
 The winner's change is applied to the workspace as one patch, after a checkpoint (`agent undo` takes
 it back). The others are cancelled, which closes their streams, and so stops their generation on the
@@ -47,6 +47,7 @@ from agent.session.task_run import (
     say_server_fate,
     start_messages,
 )
+from agent.session.ways import plans_first, sampling_for
 from agent.settings.config import Settings, state_dir
 from agent.store.lock import AgentLocks
 from agent.store.transcripts import new_session_id
@@ -54,11 +55,6 @@ from tools.git import Checkpoints
 from tools.worktrees import AttemptTree, AttemptTrees
 
 MAX_ATTEMPTS = 16
-# The second attempt's temperature over the task's, and each further one's step: the 1.5B copying a
-# file it was shown gave the same tokens at 0.7 three times in a row (2026-12-05), so the spread is wide.
-WARMER_BY = 0.5
-WARMER_STEP = 0.2
-WARMEST = 1.0
 
 
 @dataclass
@@ -89,28 +85,6 @@ class AttemptResult:
             "median_gen_tok_s": self.summary.get("median_gen_tok_s"), "changes": changes,
             **({"branch": branch} if branch else {}), **({"error": self.error} if self.error else {}),
         }  # fmt: skip
-
-
-def plans_first(number: int, default: bool) -> bool:
-    """Whether attempt `number` asks for a plan before its actions: the odd ones as the settings say,
-    the even ones the other way (see the module)."""
-    return default if number % 2 else not default
-
-
-def sampling_for(
-    number: int, base: dict[str, Any], profile_temperature: float | None, ways: int = 1
-) -> dict[str, Any]:
-    """Request overrides of attempt `number`, of `ways` alternating ways of working: the task's own
-    for the first of each way (seeded after the first, which tells the attempts apart in the logs);
-    warmer, seeded, for the rest."""
-    rank = (number - 1) // ways  # 0 for the first attempt of each way
-    if rank == 0:
-        return dict(base) if number == 1 else {**base, "seed": number}
-    temperature = base.get("temperature", profile_temperature) or 0.0
-    warmer = min(WARMEST, temperature + WARMER_BY + WARMER_STEP * (rank - 1))
-    # min_p 0: llama-server's default (0.05) leaves one token wherever the model is sure of itself,
-    # and a warmer temperature alone then changes nothing (agent/core/guards.py).
-    return {**base, "temperature": round(max(warmer, temperature), 2), "seed": number, "min_p": 0.0}
 
 
 def check_attempts(prep: PreparedTask, count: int) -> None:

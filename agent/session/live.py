@@ -160,7 +160,7 @@ class LiveSession:
                 "folder (`agent trust`, or /trust in the terminal) to have each prompt's work checked."
             ))  # fmt: skip
 
-    def clear(self) -> None:
+    def clear(self, reason: str = "cleared with /clear") -> None:
         """Forget the conversation (the system prompt stays): the next prompt starts afresh, as the
         first. Recorded as a compaction to nothing, so that a resume of this session starts afresh too."""
         agent = self.agent
@@ -170,7 +170,7 @@ class LiveSession:
         self.workbench.tool_state.clear()  # what the model was shown whole: nothing any more
         if agent.context:
             agent.context.known = None
-        self.emit(Compacted(before, 0, dropped, "cleared with /clear", []))
+        self.emit(Compacted(before, 0, dropped, reason, []))
 
 
 def _one_line(command: str, width: int = 100) -> str:

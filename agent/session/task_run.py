@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from agent.core.checks import CheckResult, last_check, work_until_checked
+from agent.core.checks import CheckResult, fresh_start_note, last_check, work_until_checked
 from agent.core.loop import Limits, Outcome
 from agent.core.task_message import task_message
 from agent.errors import ConfigError
@@ -29,6 +29,7 @@ from agent.session.connect import session_profile
 from agent.session.live import LiveSession, SessionSetup, open_session
 from agent.session.mcp_servers import mcp_configs
 from agent.session.taskfile import Task, TaskSpec, check_command_exists, load_task
+from agent.session.ways import fresh_start
 from agent.settings.config import Settings, load_settings, state_dir
 from agent.store.transcripts import SessionRecord, load_session
 
@@ -54,6 +55,7 @@ class TaskRequest:
     approval: str | None = None
     actions: Literal["tools", "blocks"] | None = None
     check_rounds: int | None = None
+    fresh_starts: int | None = None  # None: the task file's, else the settings'
     tool_choice: str | None = None
     auto_commit: bool | None = None  # None: the settings' (`agent new` commits the work itself)
     attempts: int | None = None  # None: the task file's, else 1
@@ -83,6 +85,7 @@ class PreparedTask:
     approval: str
     limits: Limits
     rounds: int  # check rounds
+    fresh_starts: int  # of a line that got stuck (`work_with_fresh_starts`)
     tool_choice: str
     check: str | None  # the task file's, else the project's (.agent/config.toml, in a trusted folder)
 
@@ -162,9 +165,12 @@ def prepare_task(
     rounds = next(
         r for r in (request.check_rounds, spec.check_rounds, settings.check_rounds) if r is not None
     )
+    fresh_starts = next(
+        n for n in (request.fresh_starts, spec.fresh_starts, settings.fresh_starts) if n is not None
+    )
     return PreparedTask(
         task, spec, resumed, workdir, settings, profile, request.actions or spec.actions or profile.actions,
-        approval, limits, rounds, request.tool_choice or spec.tool_choice or "auto", check,
+        approval, limits, rounds, fresh_starts, request.tool_choice or spec.tool_choice or "auto", check,
     )  # fmt: skip
 
 
@@ -194,9 +200,7 @@ async def run_task(
     async with open_session(setup, emit) as live:
         agent = live.agent
         agent.request_overrides = spec.sampling.model_dump(exclude_none=True)
-        work = work_until_checked(
-            agent, prep.first_message(live), prep.check, workdir, prep.rounds, live.emit
-        )
+        work = work_with_fresh_starts(prep, live)
         outcome, check, interrupted = await _attempt(agent, work, spec.time_limit, live.emit)
         if prep.check and outcome is not None and outcome.status == "limit" and check is None:
             check, outcome = await last_check(outcome, prep.check, workdir, live.emit)  # the time limit
@@ -215,6 +219,48 @@ async def run_task(
             changes=live.workbench.changes(),
         )  # fmt: skip
     return TaskResult(live.session_id, status, code, outcome, check, summary)
+
+
+async def work_with_fresh_starts(prep: PreparedTask, live: LiveSession) -> tuple[Outcome, CheckResult | None]:
+    """The task worked until its check passes; when the line of thought gets stuck (the check still
+    fails once the model repeats itself or its rounds are over), started afresh up to
+    `prep.fresh_starts` times, within the task's time limit.
+
+    One session is one line of thought, and once a small model is wrong in it, it stays wrong: in the
+    one-attempt run K of the small suite, 9 of 11 failures ended on the same answer given three times,
+    in 26 to 206 s of their 300. A fresh start clears the conversation (recorded like /clear, so a
+    resume starts there too), keeps the files as they are, gives the task again with the line the check
+    fails on, and works the other way (a plan first or not) at a warmer temperature
+    (agent/session/ways.py)."""
+    agent, check_command, fresh_starts = live.agent, prep.check, prep.fresh_starts
+    default_plan = agent.actions.plan_first
+    base = prep.spec.sampling.model_dump(exclude_none=True)
+    outcome, check = await work_until_checked(
+        agent, prep.first_message(live), check_command, prep.workdir, prep.rounds, live.emit
+    )
+    for number in range(1, fresh_starts + 1):
+        stuck = outcome.status in ("completed", "repeated") and check is not None and not check.passed
+        if prep.task is None or not stuck:
+            break
+        assert check is not None and check_command is not None
+        plan, agent.request_overrides = fresh_start(
+            number, default_plan, agent.actions.can_plan, base, prep.profile.sampling.temperature
+        )
+        agent.actions.plan_first = plan
+        way = ("a plan first, " if plan else "") if agent.actions.can_plan else ""
+        live.emit(Notice(
+            f"stuck ({outcome.error or 'the check still fails'}): starting afresh ({number} of "
+            f"{fresh_starts}), the conversation cleared and the files kept, {way}at temperature "
+            f"{agent.request_overrides['temperature']}"
+        ))  # fmt: skip
+        live.clear(f"cleared for fresh start {number}")
+        message = task_message(
+            live.workbench, prep.task.body, agent.actions, agent.context, note=fresh_start_note(check)
+        )
+        outcome, check = await work_until_checked(
+            agent, message, check_command, prep.workdir, prep.rounds, live.emit
+        )
+    return outcome, check
 
 
 def say_server_fate(live: LiveSession, outcome: Outcome | None) -> None:

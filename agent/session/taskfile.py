@@ -50,6 +50,9 @@ class TaskSpec(BaseModel):
     check_rounds: int | None = Field(
         None, ge=0, description="Times a failed check goes back to the model to fix (default 3)."
     )
+    fresh_starts: int | None = Field(
+        None, ge=0, description="Times a stuck task starts afresh, its check still failing (default 2)."
+    )
     actions: Literal["tools", "blocks"] | None = Field(
         None, description="How the model acts: native tool calls, or edit blocks written as text."
     )

@@ -83,6 +83,12 @@ class Settings(BaseModel):
     check_rounds: int = Field(
         3, ge=0, description="How many times a failing check's output is fed back to the model per prompt."
     )
+    fresh_starts: int = Field(
+        2, ge=0, description="`agent run` with a check: when the model is stuck (its check still fails "
+        "once it repeats itself or its rounds are over), start the task afresh up to this many times: the "
+        "conversation cleared, the files kept as they are, the other way of working (a plan first or not), "
+        "sampled warmer. Attempts do not (`--attempts`): the other attempts are their fresh starts.",
+    )  # fmt: skip
     lint: bool = Field(
         True, description="Check each file the model edits at once (syntax, undefined names) and tell it "
         "the new problems with that edit's result.",

@@ -39,7 +39,9 @@ def test_a_failed_check_goes_back_to_the_model_and_its_fix_passes(tmp_path):
 
 @pytest.mark.slow
 def test_check_rounds_bound_the_retries_and_the_exit_code_follows_the_last_check(tmp_path):
-    task = task_file(tmp_path, "Write add.py.", approval="full-auto", check=CHECK, check_rounds=1)
+    task = task_file(
+        tmp_path, "Write add.py.", approval="full-auto", check=CHECK, check_rounds=1, fresh_starts=0
+    )
     wrong_again = {
         "tool_calls": [call("write_file", path="add.py", content="def add(a, b):\n    return 0\n")]
     }
@@ -52,11 +54,69 @@ def test_check_rounds_bound_the_retries_and_the_exit_code_follows_the_last_check
 
 
 @pytest.mark.slow
+def test_a_stuck_task_starts_afresh_with_the_task_and_the_failing_line_and_its_fix_passes(tmp_path):
+    """Its rounds over and the check still failing, the task starts again in a cleared conversation:
+    the system prompt, then the task with the line the check fails on, the other way and warmer."""
+    task = task_file(
+        tmp_path, "Write add.py.", approval="full-auto", check=CHECK, check_rounds=0, fresh_starts=2
+    )
+    read = {"tool_calls": [call("read_file", path="add.py")]}  # the cleared session has read nothing
+    script = [WRONG, {"content": "Done."}, read, RIGHT, {"content": "Fixed it."}]
+    with ScriptedServer(script) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--json")
+        requests = server.requests
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [e["passed"] for e in events if e["type"] == "check.result"] == [False, True]
+    fresh = requests[2]
+    assert [m["role"] for m in fresh["messages"]] == ["system", "user"]  # the conversation cleared
+    note = fresh["messages"][-1]["content"]
+    assert "Write add.py." in note and "still fails: AssertionError: -1" in note
+    assert fresh["temperature"] == 0.5 and fresh["seed"] == 2 and fresh["min_p"] == 0.0
+    assert "temperature" not in requests[0] or requests[0]["temperature"] != 0.5
+    cleared = [e for e in events if e["type"] == "compaction"]
+    assert [e["reason"] for e in cleared] == ["cleared for fresh start 1"]
+    assert any("starting afresh (1 of 2)" in e.get("message", "") for e in events)
+    assert (tmp_path / "add.py").read_text() == "def add(a, b):\n    return a + b\n"
+
+
+@pytest.mark.slow
+def test_fresh_starts_are_bounded_and_none_comes_after_a_passing_check(tmp_path):
+    task = task_file(
+        tmp_path, "Write add.py.", approval="full-auto", check=CHECK, check_rounds=0, fresh_starts=1
+    )
+    with ScriptedServer([WRONG], default={"content": "Done."}) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--json")
+        assert len(server.requests) == 3  # the line, then one fresh start's one answer
+    assert result.returncode == 1
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [e["passed"] for e in events if e["type"] == "check.result"] == [False, False]
+    assert events[-1]["summary"]["check"]["passed"] is False
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    passed_at_once = task_file(fresh, "Write add.py.", approval="full-auto", check=CHECK, fresh_starts=3)
+    with ScriptedServer([RIGHT, {"content": "Done."}]) as server:
+        result = agent("run", str(passed_at_once), "--base-url", server.url, "--workdir", str(fresh))
+        assert len(server.requests) == 2
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.slow
 def test_no_check_rounds_means_no_feedback(tmp_path):
     task = task_file(tmp_path, "Write add.py.", approval="full-auto", check=CHECK)
     with ScriptedServer([WRONG], default={"content": "Done."}) as server:
         result = agent(
-            "run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--check-rounds", "0"
+            "run",
+            str(task),
+            "--base-url",
+            server.url,
+            "--workdir",
+            str(tmp_path),
+            "--check-rounds",
+            "0",
+            "--fresh-starts",
+            "0",
         )
         assert len(server.requests) == 2
     assert result.returncode == 1

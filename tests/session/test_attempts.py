@@ -23,7 +23,7 @@ from agent.protocols.edit_blocks.prompt import PLAN_TASK
 from agent.server.launch_plan import _check_slots_fit, with_slots
 from agent.server.preflight.report import Memory
 from agent.server.profiles import ServerProfile
-from agent.session.attempts import plans_first, sampling_for
+from agent.session.ways import fresh_start, plans_first, sampling_for
 from tests.core.test_loop import git_repo
 from tests.faults import start_agent, wait_until
 from tests.frontends.test_headless import SCHEMA, agent, task_file
@@ -225,6 +225,16 @@ def test_sampling_for_keeps_the_first_attempt_as_the_task_says():
 def test_the_plan_step_alternates_from_the_settings_way():
     assert [plans_first(n, False) for n in (1, 2, 3, 4)] == [False, True, False, True]
     assert [plans_first(n, True) for n in (1, 2, 3, 4)] == [True, False, True, False]
+
+
+def test_fresh_starts_work_the_other_way_each_time_and_never_at_the_stuck_temperature():
+    assert fresh_start(1, False, True, {}, 0.0) == (True, {"temperature": 0.5, "seed": 2, "min_p": 0.0})
+    assert fresh_start(2, False, True, {}, 0.0) == (False, {"temperature": 0.7, "seed": 3, "min_p": 0.0})
+    assert fresh_start(1, True, True, {"top_p": 0.9}, None) == (
+        False, {"top_p": 0.9, "temperature": 0.5, "seed": 2, "min_p": 0.0}
+    )  # fmt: skip
+    # no plan step (native tool calls): warmer only
+    assert fresh_start(3, False, False, {}, 0.2) == (False, {"temperature": 1.0, "seed": 4, "min_p": 0.0})
 
 
 def test_slots_give_each_slot_the_profiles_context():
