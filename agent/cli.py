@@ -287,7 +287,7 @@ def _task_commands(commands: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--fresh-starts", type=int, metavar="N",
         help="times a stuck task (its check still failing) starts afresh: the conversation cleared, "
-        "the files kept, the other way of working, warmer (default: front matter, else 2)",
+        "its work kept on a branch and undone, the other way of working, warmer (default: front matter, else 2)",
     )  # fmt: skip
     run.add_argument(
         "--attempts", type=int, metavar="N",

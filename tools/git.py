@@ -167,6 +167,17 @@ class Checkpoints:
         self.repo.git.update_ref(ref, sha)
         return Checkpoint(ref, sha, message)
 
+    def branch_off(self, branch: str, parent: str, message: str) -> bool:
+        """The working tree as it is now, committed on top of `parent` as `branch` (made, or moved);
+        False, and no branch, when the tree is `parent`'s."""
+        tree = self.snapshot_tree()
+        if self.repo.commit(parent).tree.hexsha == tree:
+            return False
+        with self.repo.git.custom_environment(**AGENT_IDENTITY):
+            sha = self.repo.git.commit_tree(tree, "-p", parent, "-m", message)
+        self.repo.git.branch("--force", branch, sha)
+        return True
+
     def undo(self, target: Checkpoint | None = None) -> tuple[Checkpoint, list[str]]:
         """Restore a checkpoint (default: the newest) into the working tree and drop it, with every newer
         one: they recorded states after it, and a later undo must go further back, not forward.

@@ -247,19 +247,22 @@ async def work_until_checked(
     return outcome, result
 
 
-def fresh_start_note(result: CheckResult) -> str:
-    """Said with the task when a line that got stuck starts afresh (agent/session/task_run.py): the
-    files are as the earlier line left them, and the one line its check fails on. Not the whole
-    output: with its own failures in view, the 1.5B gave the answer it was stuck on again."""
+def fresh_start_note(result: CheckResult, undone: bool) -> str:
+    """Said with the task when a line that got stuck starts afresh (agent/session/task_run.py): the one
+    line its check failed on, and whether its changes were undone (else the files are as it left
+    them). Not the whole output: with its own failures in view, the 1.5B gave its stuck answer again."""
     lines = [line.strip() for line in result.output.splitlines() if line.strip()]
     error = error_line(result.output) or (lines[-1][:200] if lines else "")
-    named = f"`{result.command}` " if len(result.command) <= 80 and "\n" not in result.command else ""
+    named = f" `{result.command}`" if len(result.command) <= 80 and "\n" not in result.command else ""
     part = f" at `{result.failed_part}`" if result.failed_part else ""
-    verdict = "timed out" if result.exit_code is None else "fails"
-    return (
-        f"An earlier try at this task left the files as they are now, and its check {named}still "
-        f"{verdict}{part}" + (f": {error}" if error else ".") + "\nFind what is wrong, and fix it."
-    )
+    verdict = "timed out" if result.exit_code is None else "failed"
+    failed = f"its check{named} {verdict}{part}" + (f": {error}" if error else "")
+    if undone:
+        return (
+            f"An earlier try at this task did not pass: {failed}\nIts changes were undone, so the files "
+            "are as they were before it. Do the task again, and avoid that failure."
+        )
+    return f"An earlier try at this task left the files as they are now, and {failed}\nFind what is wrong, and fix it."
 
 
 async def _checked(

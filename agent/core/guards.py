@@ -4,6 +4,10 @@
 - At temperature 0 a small model answers the same context with the same text, forever: after an
   answer it already gave in this task (check rounds included) the next request is sampled warmer, and
   a third repeat in a row ends the task.
+- Warmer, it words the same answer a little differently each time: three answers in a row of which
+  nothing could be applied (each refused: a file sent back unchanged, the instructions' example)
+  end the task too. A fresh start sampled at 0.7 sent report.py back as it was nine times in a row,
+  each a few tokens apart, for 100 of the task's 300 s (csv-totals, run L, 2026-12-06).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ class RepeatGuard:
     def __init__(self) -> None:
         self.failure, self.failures = "", 0
         self.last_answer, self.same_answers = "", 0
+        self.refused = 0  # answers in a row of which nothing could be applied
         self.seen: set[str] = set()  # every answer of this task
         self.nudge: dict[str, Any] = {}  # request overrides for the next request
 
@@ -39,7 +44,11 @@ class RepeatGuard:
         """Sample the next request warmer: at temperature 0 the same context gets the same answer."""
         self.nudge = dict(WARMER)
 
-    def answer(self, content: str) -> None:
+    def answer(self, content: str, refused: bool | None = False) -> None:
+        """`refused`: nothing in the answer could be applied (True), something was (False), or it was
+        neither (None: a plan asked for, or "done", which leave the count as it is)."""
+        if refused is not None:
+            self.refused = self.refused + 1 if refused else 0
         same = bool(content.strip()) and content == self.last_answer
         self.same_answers = self.same_answers + 1 if same else 0
         self.last_answer = content
@@ -49,6 +58,11 @@ class RepeatGuard:
         if self.same_answers >= REPEAT_LIMIT - 1:
             raise StopTask(
                 "repeated", f"the model gave the same answer {REPEAT_LIMIT} times; stopping this task"
+            )
+        if self.refused >= REPEAT_LIMIT:
+            raise StopTask(
+                "repeated",
+                f"none of the model's last {REPEAT_LIMIT} answers could be applied; stopping this task",
             )
 
     def result(self, call: ToolCall, result: ToolResult) -> None:

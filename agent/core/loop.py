@@ -112,7 +112,10 @@ class Agent:
                 answer = await self._record(completion)
                 tools_started = time.monotonic()
                 try:
-                    self._guard.answer(answer.content)  # inside: a stopped turn still reports its figures
+                    # (inside: a stopped turn still reports its figures) An answer with problems and
+                    # nothing to run was refused whole; a plan or a "done" neither acts nor is refused.
+                    neither = answer.followup or not (answer.calls or answer.problems)
+                    self._guard.answer(answer.content, None if neither else not answer.calls)
                     await self._execute(answer)
                 finally:  # the turn's figures are reported even when a tool stops the task
                     self._turn_done(completion, time.monotonic() - tools_started if answer.calls else 0.0)

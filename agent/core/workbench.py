@@ -49,6 +49,22 @@ class Workbench:
             return []
         return numstat(listing)
 
+    def start_over(self, branch: str) -> bool:
+        """Put the workspace back as it was before the task's first change, its state now kept on
+        `branch` first; False where there is nothing to put back (not git, no change yet)."""
+        if self.checkpoints is None or self.task_start is None:
+            return False
+        start = next((c for c in self.checkpoints.list() if c.sha == self.task_start), None)
+        if start is None or not self.checkpoints.branch_off(branch, start.sha, f"agent: {branch}"):
+            return False
+        self.checkpoints.undo(start)
+        return True
+
+    def drop_branches(self, branches: list[str]) -> None:
+        """Delete branches `start_over` kept (the work they hold is no longer wanted)."""
+        if self.repo is not None and branches:
+            self.repo.git.branch("-D", *branches)
+
     def auto_commit(self, subject: str) -> str | None:
         """Commit the files the agent changed in this task; the notice to show, None when nothing did."""
         if self.checkpoints is None or self.task_start is None:

@@ -33,6 +33,7 @@ from agent.session.ways import fresh_start
 from agent.settings.config import Settings, load_settings, state_dir
 from agent.store.transcripts import SessionRecord, load_session
 
+FRESH_START_BRANCH = "agent/fresh-starts/"  # + session id and number: a stuck line's work, put aside
 # What `--resume` without a task file says when the session ended on the model's answer.
 RESUME_PROMPT = "Carry on with the task from where you stopped. If it is done, say so in one line."
 EXIT = {
@@ -229,15 +230,19 @@ async def work_with_fresh_starts(prep: PreparedTask, live: LiveSession) -> tuple
     One session is one line of thought, and once a small model is wrong in it, it stays wrong: in the
     one-attempt run K of the small suite, 9 of 11 failures ended on the same answer given three times,
     in 26 to 206 s of their 300. A fresh start clears the conversation (recorded like /clear, so a
-    resume starts there too), keeps the files as they are, gives the task again with the line the check
-    fails on, and works the other way (a plan first or not) at a warmer temperature
-    (agent/session/ways.py)."""
+    resume starts there too), puts the stuck line's work aside on a branch and the files back as they
+    were before the task (in git; elsewhere they stay as they are), gives the task again with the line
+    the check failed on, and works the other way (a plan first or not) at a warmer temperature
+    (agent/session/ways.py). Parallel attempts, which start from the task's start, won where the line
+    that broke a file went on from it (dataclass-field: `load_notes` moved into the class, then the
+    import of it "fixed" for three rounds). Once a line passes, the branches go."""
     agent, check_command, fresh_starts = live.agent, prep.check, prep.fresh_starts
     default_plan = agent.actions.plan_first
     base = prep.spec.sampling.model_dump(exclude_none=True)
     outcome, check = await work_until_checked(
         agent, prep.first_message(live), check_command, prep.workdir, prep.rounds, live.emit
     )
+    kept: list[str] = []  # branches holding the work of the lines that got stuck
     for number in range(1, fresh_starts + 1):
         stuck = outcome.status in ("completed", "repeated") and check is not None and not check.passed
         if prep.task is None or not stuck:
@@ -247,19 +252,24 @@ async def work_with_fresh_starts(prep: PreparedTask, live: LiveSession) -> tuple
             number, default_plan, agent.actions.can_plan, base, prep.profile.sampling.temperature
         )
         agent.actions.plan_first = plan
+        branch = f"{FRESH_START_BRANCH}{live.session_id}-{number}"
+        undone = live.workbench.start_over(branch)
+        kept += [branch] if undone else []
+        files = f"the work so far kept as branch {branch} and undone" if undone else "the files kept"
         way = ("a plan first, " if plan else "") if agent.actions.can_plan else ""
         live.emit(Notice(
             f"stuck ({outcome.error or 'the check still fails'}): starting afresh ({number} of "
-            f"{fresh_starts}), the conversation cleared and the files kept, {way}at temperature "
+            f"{fresh_starts}), the conversation cleared, {files}, {way}at temperature "
             f"{agent.request_overrides['temperature']}"
         ))  # fmt: skip
         live.clear(f"cleared for fresh start {number}")
-        message = task_message(
-            live.workbench, prep.task.body, agent.actions, agent.context, note=fresh_start_note(check)
-        )
+        note = fresh_start_note(check, undone)
+        message = task_message(live.workbench, prep.task.body, agent.actions, agent.context, note=note)
         outcome, check = await work_until_checked(
             agent, message, check_command, prep.workdir, prep.rounds, live.emit
         )
+    if check is not None and check.passed:
+        live.workbench.drop_branches(kept)  # the stuck lines' work: not wanted once one passed
     return outcome, check
 
 

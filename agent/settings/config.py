@@ -86,8 +86,8 @@ class Settings(BaseModel):
     fresh_starts: int = Field(
         2, ge=0, description="`agent run` with a check: when the model is stuck (its check still fails "
         "once it repeats itself or its rounds are over), start the task afresh up to this many times: the "
-        "conversation cleared, the files kept as they are, the other way of working (a plan first or not), "
-        "sampled warmer. Attempts do not (`--attempts`): the other attempts are their fresh starts.",
+        "conversation cleared, its work kept on a branch and undone (in git), the other way of working "
+        "(a plan first or not), sampled warmer. Attempts do not: the other attempts are their fresh starts.",
     )  # fmt: skip
     lint: bool = Field(
         True, description="Check each file the model edits at once (syntax, undefined names) and tell it "

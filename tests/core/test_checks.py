@@ -12,6 +12,7 @@ import time
 import pytest
 
 from agent.core.checks import OUTPUT_LIMIT, cap_output, feedback, run_check
+from tests.core.test_loop import git_repo
 from tests.frontends.test_headless import agent, call, task_file
 from tests.scripted_server import ScriptedServer
 
@@ -71,13 +72,74 @@ def test_a_stuck_task_starts_afresh_with_the_task_and_the_failing_line_and_its_f
     fresh = requests[2]
     assert [m["role"] for m in fresh["messages"]] == ["system", "user"]  # the conversation cleared
     note = fresh["messages"][-1]["content"]
-    assert "Write add.py." in note and "still fails: AssertionError: -1" in note
+    assert "Write add.py." in note and "its check failed: AssertionError: -1" in note
+    assert "left the files as they are now" in note  # not a git repository: nothing to undo
     assert fresh["temperature"] == 0.5 and fresh["seed"] == 2 and fresh["min_p"] == 0.0
     assert "temperature" not in requests[0] or requests[0]["temperature"] != 0.5
     cleared = [e for e in events if e["type"] == "compaction"]
     assert [e["reason"] for e in cleared] == ["cleared for fresh start 1"]
     assert any("starting afresh (1 of 2)" in e.get("message", "") for e in events)
     assert (tmp_path / "add.py").read_text() == "def add(a, b):\n    return a + b\n"
+
+
+@pytest.mark.slow
+def test_a_fresh_start_in_git_undoes_the_stuck_work_onto_a_branch_deleted_once_a_line_passes(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    (repo / "notes.txt").write_text("the user's notes\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "notes"], cwd=repo, check=True)
+    (repo / "draft.txt").write_text("not committed, the user's too\n")
+    spoil = {"tool_calls": [call("write_file", path="notes.txt", content="spoiled\n")]}
+    task = task_file(tmp_path, "Write add.py.", approval="full-auto", check=CHECK, check_rounds=0)
+
+    def fresh_branches() -> list[str]:
+        out = subprocess.run(
+            ["git", "branch", "--list", "agent/fresh-starts/*"], cwd=repo, capture_output=True
+        )
+        return out.stdout.decode().split()
+
+    seen_at_the_fresh_start: dict[str, object] = {}
+
+    def look_then_list(_request: dict) -> dict:  # the fresh line's first request
+        seen_at_the_fresh_start.update(
+            add=(repo / "add.py").exists(), notes=(repo / "notes.txt").read_text(), branches=fresh_branches()
+        )
+        return {"tool_calls": [call("list_files")]}
+
+    script = [WRONG, spoil, {"content": "Done."}, look_then_list, RIGHT, {"content": "Fixed it."}]
+    with ScriptedServer(script) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--workdir", str(repo), "--json")
+        fresh = server.requests[3]["messages"][-1]["content"]
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    # when the fresh start began: the files as before the task, the stuck work on a branch
+    assert seen_at_the_fresh_start["add"] is False
+    assert seen_at_the_fresh_start["notes"] == "the user's notes\n"
+    [branch] = seen_at_the_fresh_start["branches"]
+    assert branch.startswith("agent/fresh-starts/") and branch.endswith("-1")
+    assert "Its changes were undone" in fresh and "AssertionError: -1" in fresh
+    # the fresh line passed: its work stands, the user's files with it, and the branch is gone
+    assert (repo / "add.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert (repo / "draft.txt").read_text() == "not committed, the user's too\n"
+    assert (repo / "notes.txt").read_text() == "the user's notes\n"
+    assert fresh_branches() == []
+
+
+@pytest.mark.slow
+def test_a_stuck_line_that_never_passes_leaves_its_work_on_a_branch(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    task = task_file(
+        tmp_path, "Write add.py.", approval="full-auto", check=CHECK, check_rounds=0, fresh_starts=1
+    )
+    with ScriptedServer([WRONG], default={"content": "Done."}) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--workdir", str(repo), "--json")
+    assert result.returncode == 1
+    out = subprocess.run(["git", "branch", "--list", "agent/fresh-starts/*"], cwd=repo, capture_output=True)
+    [branch] = out.stdout.decode().split()
+    shown = subprocess.run(["git", "show", f"{branch}:add.py"], cwd=repo, capture_output=True, text=True)
+    assert shown.stdout == "def add(a, b):\n    return a - b\n"  # the stuck work, kept
+    assert not (repo / "add.py").exists()  # the fresh line wrote nothing: the start, as it was
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert any(f"kept as branch {branch}" in e.get("message", "") for e in events)
 
 
 @pytest.mark.slow

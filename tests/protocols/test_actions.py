@@ -14,7 +14,13 @@ from agent.events import (
     ToolCallStarted,
     UserMessage,
 )
-from agent.protocols.edit_blocks.prompt import BLOCKS_REMINDER, PLAN_FIX, PLAN_TASK, PLAN_TOKENS
+from agent.protocols.edit_blocks.prompt import (
+    BLOCKS_REMINDER,
+    BLOCKS_REMINDER_NAMED,
+    PLAN_FIX,
+    PLAN_TASK,
+    PLAN_TOKENS,
+)
 from tests.core.test_loop import Run, git_repo
 from tests.frontends.test_headless import agent, task_file
 from tests.scripted_server import ScriptedServer
@@ -254,6 +260,29 @@ async def test_an_answer_repeated_word_for_word_is_retried_warmer_then_stops_the
     assert temperatures == [None, None, 0.7]  # the profile's own temperature, until the answer repeats
 
 
+async def test_three_answers_in_a_row_that_apply_nothing_stop_the_task_though_each_is_worded_anew(tmp_path):
+    """Sampled warmer, the 1.5B sends the same file back unchanged with other words around it: no two
+    answers alike, so the word-for-word guard never fires; three refused answers in a row do."""
+    repo = git_repo(tmp_path / "repo")
+    (repo / "stats.py").write_text("def median(xs):\n    return xs[len(xs) // 2]\n")
+    copy = ["stats.py", f"{FENCE}python", "def median(xs):", "    return xs[len(xs) // 2]", FENCE]
+    script = [answer(f"Here is the fix, take {n}.", "", *copy) for n in (1, 2, 3, 4)]
+    with ScriptedServer(script) as server:
+        outcome = await Run(server, repo, actions="blocks")()
+        assert len(server.requests) == 3
+    assert outcome.status == "repeated" and "last 3 answers could be applied" in outcome.error
+    assert (repo / "stats.py").read_text() == "def median(xs):\n    return xs[len(xs) // 2]\n"
+
+    # an answer that applies something starts the count again
+    fix = answer(
+        "stats.py", f"{FENCE}python", "def median(xs):", "    return sorted(xs)[len(xs) // 2]", FENCE
+    )
+    pathless = answer("Try it:", "", f"{FENCE}python", "print(median([3, 1, 2]))", FENCE)  # refused: no path
+    with ScriptedServer([script[0], script[1], fix, pathless, pathless, answer("Done.")]) as server:
+        outcome = await Run(server, repo, actions="blocks")()
+    assert outcome.status == "completed", outcome.error
+
+
 async def test_after_a_failure_the_changed_files_are_shown_whole_and_a_same_rewrite_is_no_fix(tmp_path):
     repo = git_repo(tmp_path / "repo")
     write = answer(
@@ -406,7 +435,8 @@ async def test_the_plan_asked_for_first_is_not_applied_nor_its_command_run_and_t
     assert "t += p" in (repo / "duration.py").read_text()
     # The plan's sketches (a fence labelled `# duration.py` among them) were not taken for blocks,
     # and its command did not run.
-    assert after_plan == "Now make that change. " + BLOCKS_REMINDER
+    # The request for the blocks names the file the plan is about (not the format's example path).
+    assert after_plan == "Now make that change. " + BLOCKS_REMINDER_NAMED.format(files="duration.py")
     assert not (repo / "ran-before-the-fix").exists()
     assert history[-2] == {"role": "assistant", "content": plan["content"]}  # the plan stays, next to it
     assert [e.name for e in run.of(ToolCallStarted)] == ["write_file"]
@@ -489,5 +519,15 @@ def test_with_the_plan_step_a_failed_check_asks_for_the_cause_first_then_for_the
     assert on.after_failed_check(failure).endswith(PLAN_FIX)
     plan = Completion("`return a - b` must read `return a + b`.", "", [], TurnStats())
     read = on.read(plan, None)
+    # a plan that names no file, in a session that changed none, for a task that names none: the format
     assert read.calls == [] and read.followup == "Now make that change. " + BLOCKS_REMINDER
     assert on.request_overrides() == {}  # the cap was for the plan only
+    for name in ("b.py", "c.py", "d.py"):
+        (tmp_path / name).write_text("X = 1\n")
+    on.new_task("Fix add in add.py.")
+    on.after_failed_check(failure)
+    read = on.read(plan, None)  # no file in the plan: the task's
+    assert read.followup == "Now make that change. " + BLOCKS_REMINDER_NAMED.format(files="add.py")
+    on.after_failed_check(failure)
+    many = Completion("Change add.py, b.py, c.py and d.py.", "", [], TurnStats())
+    assert on.read(many, None).followup == "Now make that change. " + BLOCKS_REMINDER  # no one change

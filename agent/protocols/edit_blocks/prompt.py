@@ -56,6 +56,11 @@ BLOCKS_REMINDER = (
     "Act now: for each file to create or change, write its path alone on a line, then the complete new "
     "file in a fenced block. Nothing changes unless you write the blocks."
 )
+# ...and after a plan, naming the files it is about (the 1.5B writes the path it is shown last).
+BLOCKS_REMINDER_NAMED = (
+    "Act now: write {files} (and any new file the task asks for): the path alone on a line, then the "
+    "complete new file in a fenced block. Nothing changes unless you write the blocks."
+)
 # ...and when a file the task names was too long to show whole: a whole-file block there is refused.
 BLOCKS_REMINDER_PARTLY = (
     "Act now: to change {files}, write its path alone on a line, then a fenced block of SEARCH/REPLACE "

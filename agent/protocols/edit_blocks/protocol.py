@@ -24,6 +24,7 @@ from agent.protocols.edit_blocks.parser import (
 from agent.protocols.edit_blocks.prompt import (
     APPLY_PLAN,
     BLOCKS_REMINDER,
+    BLOCKS_REMINDER_NAMED,
     BLOCKS_REMINDER_PARTLY,
     EXAMPLE_PATH,
     PLAN_FIX,
@@ -37,6 +38,7 @@ from tools.search import workspace_files
 from tools.shown import NOT_SHOWN, check_shown_whole
 from tools.workspace import OutsideWorkspace, Workspace
 
+MAX_NAMED = 3  # files named in the request for the blocks after a plan; more are not a plan of one change
 SHOWN_FILE_LIMIT = 12_000  # characters of an edited file shown back to the model after the change
 CODE_WITHOUT_PATH = re.compile(r"a ```\w+ block without a file path")  # tagged: code, not quoted output
 DEFINITION = re.compile(r"^[ \t]*(?:def|class)[ \t]+(\w+)", re.M)
@@ -92,7 +94,9 @@ class BlockActions:
         self.task = ""  # the task as the model was given it
 
     def new_task(self, task: str) -> None:
+        """Nothing of the new task has failed yet (a fresh start's files may be back as they were)."""
         self.task = task
+        self.check_failed = self.tool_failed = False
 
     def after_failed_check(self, failure: CheckFailure) -> str:
         """The files, the check's failure, and the format again: after a failed check small models
@@ -200,7 +204,7 @@ class BlockActions:
             # whole file (rename-function). A plan cut at PLAN_TOKENS is a plan. An answer that
             # writes a file under a path line at once, or tries to in a whole answer (a block
             # malformed), or that is only commands, is acting.
-            return ReadAnswer([], completion.content, followup=APPLY_PLAN.format(reminder=self.act))
+            return ReadAnswer([], completion.content, followup=self._apply_plan(completion.content))
         if self._plan_again(parsed, actions, completion):
             why = "the model described its change again after making it: taken as done"
             return ReadAnswer([], completion.content, notice=why)
@@ -226,6 +230,16 @@ class BlockActions:
                 why = "so nothing is done yet. Write it again with the task's change in it."
             problems += [f"{a.path} is exactly as it was, {why}" for a in unchanged]
         return ReadAnswer(to_tool_calls(actions), completion.content, problems)
+
+    def _apply_plan(self, plan: str) -> str:
+        """What asks for the blocks once the plan is given, naming the files to write: those the plan
+        names (else those changed, else those the task names). Told only the format after its plan, the
+        1.5B wrote the format's example, `path/to/example.py`, four times in one task (csv-totals, run
+        L, 2026-12-06): the path it is shown is the path it writes."""
+        files = self._named_files(plan) or list(self.changed) or self._named_files(self.task)
+        if self.act != BLOCKS_REMINDER or not 1 <= len(files) <= MAX_NAMED:
+            return APPLY_PLAN.format(reminder=self.act)
+        return APPLY_PLAN.format(reminder=BLOCKS_REMINDER_NAMED.format(files=" and ".join(files)))
 
     def _plan_again(self, parsed: ParsedAnswer, actions: list[Action], completion: Completion) -> bool:
         """Whether, the change made and not yet judged, the answer is a plan again, sketches and all.
@@ -267,9 +281,9 @@ class BlockActions:
         texts = [_normalised(self._read(rel) or "") for rel in self.changed]
         return all(any(body in text for text in texts if text) for body in bodies)
 
-    def _files_meant(self, content: str) -> list[str]:
-        """For a fence without a path: the project files it names ("In `test_x.py`, add...") or whose
-        definitions it rewrites."""
+    def _named_files(self, content: str) -> list[str]:
+        """The project files `content` names ("In `test_x.py`, add...") or whose definitions it
+        rewrites."""
         written = set(DEFINITION.findall(content))
         meant = []
         for rel in self._files():
@@ -278,6 +292,12 @@ class BlockActions:
                 rel.endswith(".py") and written and written & set(DEFINITION.findall(self._read(rel) or ""))
             ):
                 meant.append(rel)
+        return meant
+
+    def _files_meant(self, content: str) -> list[str]:
+        """For a fence without a path: what to write instead, for the project files it names or whose
+        definitions it rewrites."""
+        meant = self._named_files(content)
         return [
             f"That code looks like a change to {rel}: write `{rel}` alone on a line, then the whole new "
             "file in the fence."
