@@ -57,7 +57,8 @@ class Workbench:
         start = next((c for c in self.checkpoints.list() if c.sha == self.task_start), None)
         if start is None or not self.checkpoints.branch_off(branch, start.sha, f"agent: {branch}"):
             return False
-        self.checkpoints.undo(start)
+        self.checkpoints.undo(start)  # (which drops `start` and every newer checkpoint)
+        self.task_start = None  # the next line's first checkpoint is its start
         return True
 
     def drop_branches(self, branches: list[str]) -> None:

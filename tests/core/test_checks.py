@@ -125,21 +125,26 @@ def test_a_fresh_start_in_git_undoes_the_stuck_work_onto_a_branch_deleted_once_a
 
 
 @pytest.mark.slow
-def test_a_stuck_line_that_never_passes_leaves_its_work_on_a_branch(tmp_path):
+def test_stuck_lines_that_never_pass_leave_their_work_on_branches(tmp_path):
     repo = git_repo(tmp_path / "repo")
     task = task_file(
-        tmp_path, "Write add.py.", approval="full-auto", check=CHECK, check_rounds=0, fresh_starts=1
+        tmp_path, "Write add.py.", approval="full-auto", check=CHECK, check_rounds=0, fresh_starts=2
     )
-    with ScriptedServer([WRONG], default={"content": "Done."}) as server:
+    # (3 lines: a checkpoint of its own, not one made again byte for byte within the same second)
+    zero = {
+        "tool_calls": [call("write_file", path="add.py", content="def add(a, b):\n    a = 0\n    return 0\n")]
+    }
+    with ScriptedServer([WRONG, {"content": "Done."}, zero], default={"content": "Done."}) as server:
         result = agent("run", str(task), "--base-url", server.url, "--workdir", str(repo), "--json")
     assert result.returncode == 1
     out = subprocess.run(["git", "branch", "--list", "agent/fresh-starts/*"], cwd=repo, capture_output=True)
-    [branch] = out.stdout.decode().split()
-    shown = subprocess.run(["git", "show", f"{branch}:add.py"], cwd=repo, capture_output=True, text=True)
-    assert shown.stdout == "def add(a, b):\n    return a - b\n"  # the stuck work, kept
-    assert not (repo / "add.py").exists()  # the fresh line wrote nothing: the start, as it was
+    first, second = sorted(out.stdout.decode().split())
+    for branch, kept in ((first, "return a - b"), (second, "a = 0\n    return 0")):  # each line's own work
+        shown = subprocess.run(["git", "show", f"{branch}:add.py"], cwd=repo, capture_output=True, text=True)
+        assert shown.stdout == f"def add(a, b):\n    {kept}\n"
+    assert not (repo / "add.py").exists()  # the last line wrote nothing: the start, as it was
     events = [json.loads(line) for line in result.stdout.splitlines()]
-    assert any(f"kept as branch {branch}" in e.get("message", "") for e in events)
+    assert any(f"kept as branch {second}" in e.get("message", "") for e in events)
 
 
 @pytest.mark.slow

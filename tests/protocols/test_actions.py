@@ -531,3 +531,13 @@ def test_with_the_plan_step_a_failed_check_asks_for_the_cause_first_then_for_the
     on.after_failed_check(failure)
     many = Completion("Change add.py, b.py, c.py and d.py.", "", [], TurnStats())
     assert on.read(many, None).followup == "Now make that change. " + BLOCKS_REMINDER  # no one change
+    # a new source file the plan names is named; a data file, the format's example, `e.g.` are not
+    (tmp_path / "sales.csv").write_text("date,category,amount\n")
+    on.after_failed_check(failure)
+    plan = Completion(
+        "Create `report.py` reading `sales.csv` (e.g. with csv.DictReader), not path/to/example.py.",
+        "", [], TurnStats(),
+    )  # fmt: skip
+    assert on.read(plan, None).followup == "Now make that change. " + BLOCKS_REMINDER_NAMED.format(
+        files="report.py"
+    )

@@ -38,6 +38,11 @@ from tools.search import workspace_files
 from tools.shown import NOT_SHOWN, check_shown_whole
 from tools.workspace import OutsideWorkspace, Workspace
 
+# A file name in prose: `report.py`, src/app.ts (not `e.g.` or `os.getcwd`, by the suffix).
+_FILE_NAME = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.[A-Za-z]{1,4})(?![\w])")
+SOURCE_SUFFIXES = frozenset(
+    {".py", ".js", ".jsx", ".ts", ".tsx", ".go", ".rs", ".c", ".h", ".cpp", ".java", ".rb", ".sh", ".md"}
+)
 MAX_NAMED = 3  # files named in the request for the blocks after a plan; more are not a plan of one change
 SHOWN_FILE_LIMIT = 12_000  # characters of an edited file shown back to the model after the change
 CODE_WITHOUT_PATH = re.compile(r"a ```\w+ block without a file path")  # tagged: code, not quoted output
@@ -232,11 +237,16 @@ class BlockActions:
         return ReadAnswer(to_tool_calls(actions), completion.content, problems)
 
     def _apply_plan(self, plan: str) -> str:
-        """What asks for the blocks once the plan is given, naming the files to write: those the plan
-        names (else those changed, else those the task names). Told only the format after its plan, the
-        1.5B wrote the format's example, `path/to/example.py`, four times in one task (csv-totals, run
-        L, 2026-12-06): the path it is shown is the path it writes."""
-        files = self._named_files(plan) or list(self.changed) or self._named_files(self.task)
+        """What asks for the blocks once the plan is given, naming the files to write: the source files
+        the plan names (else those changed, else those the task names). Told only the format after its
+        plan, the 1.5B wrote the format's example, `path/to/example.py`, four times in one task
+        (csv-totals, run L, 2026-12-06): the path it is shown is the path it writes. Data files are
+        not named: told to write the sales.csv its task reads, it wrote it back (run M)."""
+        files = (
+            self._sources_named(plan)
+            or [rel for rel in self.changed if PurePosixPath(rel).suffix in SOURCE_SUFFIXES]
+            or self._sources_named(self.task)
+        )
         if self.act != BLOCKS_REMINDER or not 1 <= len(files) <= MAX_NAMED:
             return APPLY_PLAN.format(reminder=self.act)
         return APPLY_PLAN.format(reminder=BLOCKS_REMINDER_NAMED.format(files=" and ".join(files)))
@@ -280,6 +290,14 @@ class BlockActions:
             return False
         texts = [_normalised(self._read(rel) or "") for rel in self.changed]
         return all(any(body in text for text in texts if text) for body in bodies)
+
+    def _sources_named(self, text: str) -> list[str]:
+        """The source files `text` names, new ones too, as paths of the project where they are its
+        files, in the order named; and the existing ones whose definitions it rewrites."""
+        names = [name for name in _FILE_NAME.findall(text) if name != EXAMPLE_PATH]
+        named = [self._known_path(Action("write", name, "")).path for name in names]
+        found = [*named, *self._named_files(text)]
+        return [rel for rel in dict.fromkeys(found) if PurePosixPath(rel).suffix in SOURCE_SUFFIXES]
 
     def _named_files(self, content: str) -> list[str]:
         """The project files `content` names ("In `test_x.py`, add...") or whose definitions it
