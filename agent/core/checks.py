@@ -250,7 +250,7 @@ async def work_until_checked(
 def fresh_start_note(result: CheckResult, undone: bool) -> str:
     """Said with the task when a line that got stuck starts afresh (agent/session/task_run.py): the one
     line its check failed on, and whether its changes were undone (else the files are as it left
-    them). Not the whole output: with its own failures in view, the 1.5B gave its stuck answer again."""
+    them). Not the whole output: a fresh start is there to leave the stuck line's context behind."""
     lines = [line.strip() for line in result.output.splitlines() if line.strip()]
     error = error_line(result.output) or (lines[-1][:200] if lines else "")
     named = f" `{result.command}`" if len(result.command) <= 80 and "\n" not in result.command else ""
