@@ -433,17 +433,26 @@ def test_when_the_check_still_fails_at_the_end_nothing_more_is_committed(tmp_pat
     broken = call("write_file", path="tests/test_more.py", content="def test_more():\n    assert 1 == 2\n")
     with ScriptedServer([{"tool_calls": [broken]}], default={"content": "Done."}) as server:
         result = agent("new", "x", "build it", "--base-url", server.url, cwd=tmp_path)
+        requests = server.requests
     project = tmp_path / "x"
     assert result.returncode == 1, result.stderr
     assert commits(project) == ["New project x from the python-package template"]
     assert "check: `python3 -m pytest -q` failed (exit 1)" in result.stdout
-    assert "A tests/test_more.py" in result.stdout  # left in the working tree, for the resume
     # The work, "Done." (the check fails), "Done." again (nothing changed: told so, not checked again),
-    # and a third "Done." in a row ends the task; the check then judges the work once more.
-    assert len(server.requests) == 4
-    assert server.requests[3]["messages"][-1]["content"].startswith(
-        "You changed nothing since the check failed"
+    # and a third "Done." in a row ends that line; the check judges the work once more.
+    assert requests[3]["messages"][-1]["content"].startswith("You changed nothing since the check failed")
+    # Then it starts afresh: the work goes onto a branch, the skeleton is back, the conversation cleared.
+    assert [m["role"] for m in requests[4]["messages"]] == ["system", "user"]
+    assert "Its changes were undone" in requests[4]["messages"][-1]["content"]
+    branches = subprocess.run(
+        ["git", "branch", "--list", "agent/fresh-starts/*"], cwd=project, capture_output=True, text=True
+    ).stdout.split()
+    assert len(branches) == 1 and f"kept as branch {branches[0]}" in result.stdout + result.stderr
+    kept = subprocess.run(
+        ["git", "show", f"{branches[0]}:tests/test_more.py"], cwd=project, capture_output=True
     )
+    assert kept.stdout.decode() == "def test_more():\n    assert 1 == 2\n"  # the work, kept
+    assert not (project / "tests" / "test_more.py").exists()
 
 
 @pytest.mark.slow
