@@ -54,6 +54,12 @@ class IntermixedParser(argparse.ArgumentParser):
             self._intermixing = False
 
 
+FRESH_STARTS_HELP = (
+    "times a stuck task (its check still failing) starts afresh: the conversation cleared, its work kept "
+    "on a branch and undone, the other way of working, warmer"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agent",
@@ -285,10 +291,8 @@ def _task_commands(commands: argparse._SubParsersAction) -> None:
         help="times a failed check goes back to the model to fix (default: front matter, else 3)",
     )  # fmt: skip
     run.add_argument(
-        "--fresh-starts", type=int, metavar="N",
-        help="times a stuck task (its check still failing) starts afresh: the conversation cleared, "
-        "its work kept on a branch and undone, the other way of working, warmer (default: front matter, else 2)",
-    )  # fmt: skip
+        "--fresh-starts", type=int, metavar="N", help=FRESH_STARTS_HELP + " (default: front matter, else 2)"
+    )
     run.add_argument(
         "--attempts", type=int, metavar="N",
         help="N attempts at once, each in its own git worktree; the first whose check passes wins",
@@ -316,6 +320,7 @@ def _task_commands(commands: argparse._SubParsersAction) -> None:
                      help="headless default: full-auto (the folder is new)")  # fmt: skip
     new.add_argument("--max-turns", type=int, help="model requests before stopping (exit 3)")
     new.add_argument("--check", metavar="CMD", help="decides success instead of the template's check")
+    new.add_argument("--fresh-starts", type=int, metavar="N", help=FRESH_STARTS_HELP + " (default 2)")
     new.add_argument(
         "--attempts", type=int, metavar="N",
         help="N attempts at once, each in its own git worktree; the first whose check passes wins",

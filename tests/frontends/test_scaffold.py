@@ -456,6 +456,18 @@ def test_when_the_check_still_fails_at_the_end_nothing_more_is_committed(tmp_pat
 
 
 @pytest.mark.slow
+def test_with_no_fresh_starts_the_stuck_work_stays_in_the_working_tree(tmp_path, git_identity):
+    broken = call("write_file", path="tests/test_more.py", content="def test_more():\n    assert 1 == 2\n")
+    with ScriptedServer([{"tool_calls": [broken]}], default={"content": "Done."}) as server:
+        result = agent("new", "x", "build it", "--base-url", server.url, "--fresh-starts", "0", cwd=tmp_path)
+        assert len(server.requests) == 4  # the line's work, and three "Done.": no fresh start
+    project = tmp_path / "x"
+    assert result.returncode == 1, result.stderr
+    assert commits(project) == ["New project x from the python-package template"]
+    assert "A tests/test_more.py" in result.stdout  # left in the working tree, for the resume
+
+
+@pytest.mark.slow
 def test_when_the_server_is_not_there_the_skeleton_stays_and_the_task_can_be_run_later(
     tmp_path, git_identity
 ):

@@ -184,6 +184,7 @@ def _run_headless(args: argparse.Namespace, settings: Settings, report: Report, 
     request = TaskRequest(
         task=report.task_file, workdir=report.folder, profile=args.profile, base_url=args.base_url,
         max_turns=args.max_turns, attempts=getattr(args, "attempts", None),
+        fresh_starts=getattr(args, "fresh_starts", None),
         auto_commit=False,  # on success `agent new` makes the second commit itself, with what was built
     )  # fmt: skip
     seen = RunObserver()
