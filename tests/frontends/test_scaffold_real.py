@@ -21,9 +21,11 @@ def test_on_the_real_coder_agent_new_runs_to_the_end_and_keeps_the_skeleton(
 ):
     profile = coder_here(isolated_state)
     description = "A command that takes integers as arguments and prints their sum."
+    # No fresh start: this is agent new's own path on the real coder, in the time a CI run has for it
+    # (fresh starts on a real server: tests/session/test_fresh_starts_real.py).
     result = agent(
         "new", "adder", description, "-t", "python-cli", "-p", profile, "--max-turns", "6",
-        cwd=tmp_path, timeout=840,
+        "--fresh-starts", "0", cwd=tmp_path, timeout=840,
     )  # fmt: skip
     project = tmp_path / "adder"
     assert result.returncode in (0, 1, 3), result.stderr  # built, check failed, or out of turns
