@@ -164,9 +164,8 @@ def feedback(result: CheckResult, workdir: Path, task: str = "") -> CheckFailure
     """The next user message after a failed check: its (capped, condensed) output, which part of it
     failed, the lines of the project it points at, what the task says about it, and what to do."""
     verdict = "timed out" if result.exit_code is None else f"failed (exit code {result.exit_code})"
-    # A long check (a script with hidden assertions) is not shown: small models copy it into their answer.
     # The output is not fenced: small models copy a fenced output back into their answer.
-    named = f"`{result.command}` " if len(result.command) <= 80 and "\n" not in result.command else ""
+    named = f"{quoted} " if (quoted := _quoted(result.command)) else ""
     part = f" at `{result.failed_part}`" if result.failed_part else ""
     locations = locate(result.output, workdir)
     where = where_it_failed(locations, workdir)
@@ -247,13 +246,19 @@ async def work_until_checked(
     return outcome, result
 
 
+def _quoted(command: str) -> str:
+    """The check's command in backticks, to name it to the model; '' for a long one (a script with
+    hidden assertions), which small models copy into their answer."""
+    return f"`{command}`" if len(command) <= 80 and "\n" not in command else ""
+
+
 def fresh_start_note(result: CheckResult, undone: bool) -> str:
     """Said with the task when a line that got stuck starts afresh (agent/session/task_run.py): the one
     line its check failed on, and whether its changes were undone (else the files are as it left
     them). Not the whole output: a fresh start is there to leave the stuck line's context behind."""
     lines = [line.strip() for line in result.output.splitlines() if line.strip()]
     error = error_line(result.output) or (lines[-1][:200] if lines else "")
-    named = f" `{result.command}`" if len(result.command) <= 80 and "\n" not in result.command else ""
+    named = f" {quoted}" if (quoted := _quoted(result.command)) else ""
     part = f" at `{result.failed_part}`" if result.failed_part else ""
     verdict = "timed out" if result.exit_code is None else "failed"
     failed = f"its check{named} {verdict}{part}" + (f": {error}" if error else "")
