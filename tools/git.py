@@ -27,6 +27,9 @@ from pydantic import BaseModel, Field
 from tools.base import ToolContext, ToolError, ToolResult
 
 REF_PREFIX = "refs/spec-agent/checkpoints/"
+# A linked worktree's (an attempt's) own: refs under refs/worktree/ belong to one worktree and go with
+# it, where the others are shared by all, so an attempt's checkpoints would join the user's `agent undo`.
+WORKTREE_REF_PREFIX = "refs/worktree/spec-agent/checkpoints/"
 # Config for every git command the agent runs on its own. Hooks are looked up in /dev/null/<name>,
 # which cannot exist: an empty folder of ours could be filled by a command that runs as the user.
 NO_HOOKS = (f"core.hooksPath={os.devnull}", "core.fsmonitor=false")
@@ -67,6 +70,8 @@ class Checkpoints:
     def __init__(self, repo) -> None:
         self.repo = without_hooks(repo)  # however it was opened: these commands are the agent's own
         self.root = Path(repo.working_tree_dir)
+        linked = Path(repo.git_dir).resolve() != Path(repo.common_dir).resolve()
+        self.prefix = WORKTREE_REF_PREFIX if linked else REF_PREFIX
 
     @contextmanager
     def _scratch_index(self) -> Iterator[None]:
@@ -145,9 +150,15 @@ class Checkpoints:
         return shas
 
     def list(self) -> list[Checkpoint]:
-        refs = [r for r in self.repo.refs if r.path.startswith(REF_PREFIX)]
-        refs.sort(key=lambda r: r.path)
-        return [Checkpoint(r.path, r.commit.hexsha, r.commit.message.strip()) for r in refs]
+        # (for-each-ref, not gitpython's refs, which leave out a worktree's own refs/worktree/)
+        listing = self.repo.git.for_each_ref(
+            "--sort=refname", "--format=%(refname)%00%(objectname)%00%(contents)%00", self.prefix
+        )
+        fields = listing.split("\0")
+        return [
+            Checkpoint(ref.lstrip("\n"), sha, message.strip())
+            for ref, sha, message in zip(fields[0::3], fields[1::3], fields[2::3], strict=False)
+        ]
 
     def create(self, message: str) -> Checkpoint | None:
         """Snapshot the working tree; None when it equals the newest checkpoint already."""
@@ -163,7 +174,7 @@ class Checkpoints:
         with self.repo.git.custom_environment(**AGENT_IDENTITY):
             sha = self.repo.git.commit_tree(tree, *parents, "-m", message)
         number = int(existing[-1].ref.rsplit("/", 1)[1]) + 1 if existing else 1
-        ref = f"{REF_PREFIX}{number:05d}"
+        ref = f"{self.prefix}{number:05d}"
         self.repo.git.update_ref(ref, sha)
         return Checkpoint(ref, sha, message)
 

@@ -91,7 +91,9 @@ def test_the_first_attempt_whose_check_passes_wins_and_only_its_change_is_applie
     assert worktrees(repo) == [f"worktree {repo}"]
     assert "agent/attempts/" not in git(repo, "branch", "--list", "--all")
     assert not (isolated_state / "attempts").exists() or not any((isolated_state / "attempts").iterdir())
-    assert git(repo, "for-each-ref", "refs/spec-agent/checkpoints")  # `agent undo` can take it back
+    # `agent undo` takes the change back, and only that: the attempts' own checkpoints went with them
+    checkpoints = git(repo, "for-each-ref", "--format=%(contents:subject)", "refs/spec-agent/checkpoints")
+    assert checkpoints.splitlines() == ["before attempt 2's change"]
 
 
 def test_attempts_alternate_the_plan_step_and_sample_warmer_after_the_first_of_each_way(tmp_path):

@@ -98,6 +98,34 @@ def test_checkpoints_work_before_the_first_commit(tmp_path):
     assert (root / "x.txt").read_text() == "x\n"
 
 
+def test_a_linked_worktree_keeps_its_checkpoints_to_itself(repo, tmp_path):
+    """An attempt works in a linked worktree: its checkpoints must not join the user's `agent undo`
+    list (an undo there would put an attempt's files into the workspace), nor a concurrent attempt's
+    (one undo drops every newer checkpoint), and they go when the worktree goes."""
+    root = Path(repo.working_tree_dir)
+    (root / "a.py").write_text("a = 2\n")
+    users = Checkpoints(open_repo(root)).create("the user's")
+    trees = {}
+    for name in ("one", "two"):
+        sh(root, "git", "worktree", "add", "-q", "--detach", str(tmp_path / name), "HEAD")
+        trees[name] = Checkpoints(open_repo(tmp_path / name))
+    for name, tree in trees.items():
+        (tmp_path / name / "a.py").write_text(f"a = '{name}'\n")
+        tree.create(f"{name}'s first")
+        (tmp_path / name / "a.py").write_text(f"a = '{name} again'\n")
+        tree.create(f"{name}'s second")
+    assert [c.message for c in trees["one"].list()] == ["one's first", "one's second"]
+    trees["two"].undo(trees["two"].list()[0])  # back to two's first: one's are untouched
+    assert (tmp_path / "two" / "a.py").read_text() == "a = 'two'\n"
+    assert [c.message for c in trees["one"].list()] == ["one's first", "one's second"]
+    assert trees["two"].list() == []
+    assert Checkpoints(open_repo(root)).list() == [users]
+    for name in trees:
+        sh(root, "git", "worktree", "remove", "--force", str(tmp_path / name))
+    assert sh(root, "git", "for-each-ref", "refs/worktree/") == ""
+    assert Checkpoints(open_repo(root)).list() == [users]
+
+
 def test_auto_commit_says_what_changed(repo):
     root = Path(repo.working_tree_dir)
     start = Checkpoints(repo).create("before the task")
