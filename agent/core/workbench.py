@@ -22,6 +22,7 @@ class Workbench:
         # The checkpoint from before the current task's first change: auto-commit commits what differs
         # from it. Front ends set it back to None when a new task (prompt) starts.
         self.task_start: str | None = None
+        self.set_aside: list[str] = []  # the branches `start_over` kept, until `drop_set_aside`
         # The tools' per-session state (build_agent hands it to the agent's ToolContext): what the model
         # was shown whole, which the task message adds to, and the task's own words.
         self.tool_state: dict = {}
@@ -59,12 +60,14 @@ class Workbench:
             return False
         self.checkpoints.undo(start)  # (which drops `start` and every newer checkpoint)
         self.task_start = None  # the next line's first checkpoint is its start
+        self.set_aside.append(branch)
         return True
 
-    def drop_branches(self, branches: list[str]) -> None:
-        """Delete branches `start_over` kept (the work they hold is no longer wanted)."""
-        if self.repo is not None and branches:
-            self.repo.git.branch("-D", *branches)
+    def drop_set_aside(self) -> None:
+        """Delete the branches `start_over` kept (the work they hold is no longer wanted)."""
+        if self.repo is not None and self.set_aside:
+            self.repo.git.branch("-D", *self.set_aside)
+        self.set_aside.clear()
 
     def auto_commit(self, subject: str) -> str | None:
         """Commit the files the agent changed in this task; the notice to show, None when nothing did."""

@@ -135,6 +135,10 @@ def attempts_lines(summary: dict) -> list[str]:
         if row.get("branch"):
             lines.append(f"    kept as {row['branch']}: take it with `git diff {row['branch']}~1 "
                          f"{row['branch']} | git apply`")  # fmt: skip
+        if row.get("fresh_start_branches"):
+            lines.append(
+                f"    its lines that got stuck before it started afresh: {', '.join(row['fresh_start_branches'])}"
+            )
     return lines
 
 

@@ -9,14 +9,16 @@ other (recorded, resumable) working in its own git worktree at the workspace's s
 
 Attempts differ in how they work as well as in how they sample (agent/session/ways.py): where the
 protocol has a plan step, they alternate with it and without it, the settings' way first; the first
-attempt of each way samples as the task says, the further ones warmer, with seeds. A single line
-(`agent run` without attempts) starts afresh the same way when it gets stuck; attempts do not, as the
-other attempts are their fresh starts, and on a CPU a restarted attempt takes the cores from them.
+attempt of each way samples as the task says, the further ones warmer, with seeds. An attempt that
+gets stuck with time left starts afresh within its worktree, as a single line does
+(`work_with_fresh_starts`), with seeds of its own: in the 4-attempt runs I and J of the small suite,
+the attempts without a plan ended stuck after 50-150 s of their 300 in 6 tasks of 14, and their
+slots stood idle from then on.
 
 The winner's change is applied to the workspace as one patch, after a checkpoint (`agent undo` takes
 it back). The others are cancelled, which closes their streams, and so stops their generation on the
 server. When none passes, the workspace is left as it was, and each attempt that changed something is
-kept as a branch. Whatever happens (Ctrl+C, SIGTERM, a dead server), every worktree is removed and a
+kept as a branch, as are its stuck lines (when one passes, those of every attempt go). Whatever happens (Ctrl+C, SIGTERM, a dead server), every worktree is removed and a
 server this run started is stopped.
 """
 
@@ -29,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.core.checks import CheckResult, last_check, work_until_checked
+from agent.core.checks import CheckResult, last_check
 from agent.core.llm import ModelClient
 from agent.core.loop import Outcome
 from agent.errors import ConfigError
@@ -46,6 +48,7 @@ from agent.session.task_run import (
     run_interruptible,
     say_server_fate,
     start_messages,
+    work_with_fresh_starts,
 )
 from agent.session.ways import plans_first, sampling_for
 from agent.settings.config import Settings, state_dir
@@ -69,6 +72,7 @@ class AttemptResult:
     seconds: float = 0.0
     temperature: float | None = None
     plan_first: bool | None = None  # None: the protocol has no plan step
+    set_aside: list[str] = field(default_factory=list)  # the branches of its lines that got stuck
     error: str = ""
 
     @property
@@ -84,6 +88,7 @@ class AttemptResult:
             "turns": self.summary.get("turns"), "output_tokens": self.summary.get("output_tokens"),
             "median_gen_tok_s": self.summary.get("median_gen_tok_s"), "changes": changes,
             **({"branch": branch} if branch else {}), **({"error": self.error} if self.error else {}),
+            **({"fresh_start_branches": list(self.set_aside)} if self.set_aside else {}),
         }  # fmt: skip
 
 
@@ -198,6 +203,7 @@ async def _attempt(
         )
         async with open_session(setup, tagged) as live:
             result.session_id = live.session_id
+            result.set_aside = live.workbench.set_aside  # (the same list: a cancelled attempt's too)
             agent = live.agent
             ways = 2 if agent.actions.can_plan else 1
             if agent.actions.can_plan:
@@ -209,9 +215,7 @@ async def _attempt(
             outcome: Outcome | None = None
             try:
                 async with asyncio.timeout(spec.time_limit):
-                    outcome, result.check = await work_until_checked(
-                        agent, prep.first_message(live), check, tree.workdir, prep.rounds, live.emit
-                    )
+                    outcome, result.check = await work_with_fresh_starts(prep, live, tree.workdir, number)
             except TimeoutError:
                 outcome = Outcome(
                     "limit", "", agent.turn, f"reached the time limit of {spec.time_limit:.0f} s"
@@ -269,6 +273,9 @@ def _conclude(
                 _auto_commit(trees, prep)
         elif winner is None and changes:
             branch = _safely(lambda t=tree: trees.keep(t), "")
+        if winner is not None and result.set_aside:  # the stuck lines' work: not wanted once one passed
+            _safely(lambda r=result: trees.repo.git.branch("-D", *r.set_aside), None)
+            result.set_aside = []
         rows.append(result.to_dict(changes, branch))
     tokens = sum(r.summary.get("output_tokens") or 0 for r in results.values())
     throughput = round(tokens / seconds, 2) if seconds and tokens else None

@@ -222,10 +222,13 @@ async def run_task(
     return TaskResult(live.session_id, status, code, outcome, check, summary)
 
 
-async def work_with_fresh_starts(prep: PreparedTask, live: LiveSession) -> tuple[Outcome, CheckResult | None]:
-    """The task worked until its check passes; when the line of thought gets stuck (the check still
-    fails once the model repeats itself or its rounds are over), started afresh up to
-    `prep.fresh_starts` times, within the task's time limit.
+async def work_with_fresh_starts(
+    prep: PreparedTask, live: LiveSession, workdir: Path | None = None, attempt: int | None = None
+) -> tuple[Outcome, CheckResult | None]:
+    """The task worked (in `workdir`, default the task's) until its check passes; when the line of
+    thought gets stuck (the check still fails once the model repeats itself or its rounds are over),
+    started afresh up to `prep.fresh_starts` times, within the task's time limit. `attempt`: which
+    attempt of several this is (agent/session/attempts.py), so that its fresh starts sample apart.
 
     One session is one line of thought, and once a small model is wrong in it, it stays wrong: in the
     one-attempt run K of the small suite, 9 of 11 failures ended on the same answer given three times,
@@ -237,24 +240,23 @@ async def work_with_fresh_starts(prep: PreparedTask, live: LiveSession) -> tuple
     that broke a file went on from it (dataclass-field: `load_notes` moved into the class, then the
     import of it "fixed" for three rounds). Once a line passes, the branches go."""
     agent, check_command, fresh_starts = live.agent, prep.check, prep.fresh_starts
+    workdir = workdir or prep.workdir
     default_plan = agent.actions.plan_first
     base = prep.spec.sampling.model_dump(exclude_none=True)
     outcome, check = await work_until_checked(
-        agent, prep.first_message(live), check_command, prep.workdir, prep.rounds, live.emit
+        agent, prep.first_message(live), check_command, workdir, prep.rounds, live.emit
     )
-    kept: list[str] = []  # branches holding the work of the lines that got stuck
     for number in range(1, fresh_starts + 1):
         stuck = outcome.status in ("completed", "repeated") and check is not None and not check.passed
         if prep.task is None or not stuck:
             break
         assert check is not None and check_command is not None
         plan, agent.request_overrides = fresh_start(
-            number, default_plan, agent.actions.can_plan, base, prep.profile.sampling.temperature
+            number, default_plan, agent.actions.can_plan, base, prep.profile.sampling.temperature, attempt
         )
         agent.actions.plan_first = plan
         branch = f"{FRESH_START_BRANCH}{live.session_id}-{number}"
         undone = live.workbench.start_over(branch)
-        kept += [branch] if undone else []
         files = f"the work so far kept as branch {branch} and undone" if undone else "the files kept"
         way = ("a plan first, " if plan else "") if agent.actions.can_plan else ""
         live.emit(Notice(
@@ -266,10 +268,10 @@ async def work_with_fresh_starts(prep: PreparedTask, live: LiveSession) -> tuple
         note = fresh_start_note(check, undone)
         message = task_message(live.workbench, prep.task.body, agent.actions, agent.context, note=note)
         outcome, check = await work_until_checked(
-            agent, message, check_command, prep.workdir, prep.rounds, live.emit
+            agent, message, check_command, workdir, prep.rounds, live.emit
         )
     if check is not None and check.passed:
-        live.workbench.drop_branches(kept)  # the stuck lines' work: not wanted once one passed
+        live.workbench.drop_set_aside()  # the stuck lines' work: not wanted once one passed
     return outcome, check
 
 

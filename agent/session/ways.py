@@ -21,6 +21,7 @@ from typing import Any
 WARMER_BY = 0.5
 WARMER_STEP = 0.2
 WARMEST = 1.0
+SEED_PER_ATTEMPT = 100  # fresh starts within attempt N take seeds 100N + 1, 100N + 2, ...
 
 
 def plans_first(number: int, default: bool) -> bool:
@@ -50,12 +51,19 @@ def sampling_for(
 
 
 def fresh_start(
-    number: int, default_plan: bool, can_plan: bool, base: dict[str, Any], profile_temperature: float | None
+    number: int,
+    default_plan: bool,
+    can_plan: bool,
+    base: dict[str, Any],
+    profile_temperature: float | None,
+    attempt: int | None = None,
 ) -> tuple[bool, dict[str, Any]]:
     """(plan first, request overrides) of fresh start `number` (1, 2, ...) of a line that got stuck:
     the other way from the line before it, and warmer each time. The first line ran at the task's own
     temperature, and that is where it got stuck, so no fresh start goes back to it: in runs I and J of
     the small suite the planned attempt at temperature 0 won no task, the planned one at 0.5 won six
-    (docs/benchmarks.md)."""
+    (docs/benchmarks.md). Within attempt `attempt` of several, the seed is its own too (SEED_PER_ATTEMPT
+    apart, clear of the attempts' first seeds), so that no two lines of a run sample alike."""
     plan = plans_first(number + 1, default_plan) if can_plan else default_plan
-    return plan, warmer(base, profile_temperature, number, seed=number + 1)
+    seed = number + 1 if attempt is None else SEED_PER_ATTEMPT * attempt + number
+    return plan, warmer(base, profile_temperature, number, seed=seed)

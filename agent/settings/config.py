@@ -87,7 +87,7 @@ class Settings(BaseModel):
         2, ge=0, description="`agent run` with a check: when the model is stuck (its check still fails "
         "once it repeats itself or its rounds are over), start the task afresh up to this many times: the "
         "conversation cleared, its work kept on a branch and undone (in git), the other way of working "
-        "(a plan first or not), sampled warmer. Attempts do not: the other attempts are their fresh starts.",
+        "(a plan first or not), sampled warmer. With attempts, each one starts afresh in its own worktree.",
     )  # fmt: skip
     lint: bool = Field(
         True, description="Check each file the model edits at once (syntax, undefined names) and tell it "

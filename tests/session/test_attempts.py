@@ -23,7 +23,7 @@ from agent.protocols.edit_blocks.prompt import PLAN_TASK
 from agent.server.launch_plan import _check_slots_fit, with_slots
 from agent.server.preflight.report import Memory
 from agent.server.profiles import ServerProfile
-from agent.session.ways import fresh_start, plans_first, sampling_for
+from agent.session.ways import SEED_PER_ATTEMPT, fresh_start, plans_first, sampling_for
 from tests.core.test_loop import git_repo
 from tests.faults import start_agent, wait_until
 from tests.frontends.test_headless import SCHEMA, agent, task_file
@@ -38,12 +38,16 @@ def writes(content: str) -> dict:
 
 
 def by_attempt(first_turn: dict[int, dict], then: dict | None = None, delay: float = 0.0):
-    """A reply by attempt (its seed; the first sends none): its first turn's answer, then `then`."""
+    """A reply by attempt (its seed; the first sends none; a fresh start within attempt N sends
+    100N + its number): its first turn's answer (that of the exact seed, where given), then `then`."""
 
     def reply(body: dict) -> dict:
-        attempt = body.get("seed") or 1
+        seed = body.get("seed") or 1
+        attempt = seed if seed < SEED_PER_ATTEMPT else seed // SEED_PER_ATTEMPT
         users = [m for m in body["messages"] if m["role"] == "user"]
-        answer = first_turn[attempt] if len(users) == 1 else (then or {"content": "Done."})
+        answer = (
+            first_turn.get(seed, first_turn[attempt]) if len(users) == 1 else (then or {"content": "Done."})
+        )
         return {**answer, "delay": delay} if delay else answer
 
     return reply
@@ -138,10 +142,36 @@ def test_when_no_attempt_passes_the_workspace_is_as_it_was_and_each_attempt_is_a
     branches = {row["attempt"]: row["branch"] for row in finished["attempts"]}
     assert set(branches) == {1, 2} and all(b.startswith("agent/attempts/") for b in branches.values())
     assert [row["check_passed"] for row in finished["attempts"]] == [False, False]
+    # each got stuck, started afresh twice within its worktree, and its stuck lines are branches too
+    stuck = {row["attempt"]: row["fresh_start_branches"] for row in finished["attempts"]}
+    assert all(len(kept) == 2 for kept in stuck.values()), stuck
+    kept = sorted(branch for branches in stuck.values() for branch in branches)
+    assert sorted(git(repo, "branch", "--list", "agent/fresh-starts/*").split()) == kept
     assert worktrees(repo) == [f"worktree {repo}"]
     # what the summary says to type takes one
     taken = subprocess.run(f"git diff {branches[2]}~1 {branches[2]} | git apply", shell=True, cwd=repo)
     assert taken.returncode == 0 and (repo / "add.py").read_text() == "def add(a, b):\n    return 0\n"
+
+
+def test_a_stuck_attempt_starts_afresh_in_its_worktree_and_can_win_and_no_stuck_line_is_kept(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    wrong = writes("def add(a, b):\n    return a - b\n")
+    reply = by_attempt({1: wrong, 2: writes("def add(a, b):\n    return 0\n"), 101: writes(RIGHT)})
+    with ScriptedServer(default=reply) as server:
+        result, events = run(tmp_path, server, "--attempts", "2", sampling={"temperature": 0})
+        fresh = next(body for body in server.requests if body.get("seed") == 101)
+    assert result.returncode == 0, result.stderr
+    assert (repo / "add.py").read_text() == RIGHT
+    [finished] = [e for e in events if e["type"] == "attempts.finished"]
+    assert finished["winner"] == 1
+    # attempt 1 (no plan, at 0) started afresh the other way, warmer, with a seed no attempt has
+    assert fresh["temperature"] == 0.5 and PLAN_TASK in fresh["messages"][-1]["content"]
+    assert [m["role"] for m in fresh["messages"]] == ["system", "user"]
+    assert any("starting afresh (1 of 2)" in e.get("message", "") for e in events if e.get("attempt") == 1)
+    # the stuck lines' work, of the winner and of the others, is not wanted once one passed
+    assert git(repo, "branch", "--list", "agent/*") == ""
+    assert all("fresh_start_branches" not in row for row in finished["attempts"])
+    assert worktrees(repo) == [f"worktree {repo}"]
 
 
 def test_the_human_summary_lists_each_attempt_and_how_to_take_a_kept_one(tmp_path):
@@ -160,6 +190,7 @@ def test_the_human_summary_lists_each_attempt_and_how_to_take_a_kept_one(tmp_pat
     [second] = [line for line in result.stderr.splitlines() if line.startswith("  attempt 2: ")]
     assert ", a plan first, session " in second  # the way it worked, beside its sampling
     assert "| git apply`" in result.stderr and "[attempt 2] " in result.stderr
+    assert "    its lines that got stuck before it started afresh: agent/fresh-starts/" in result.stderr
     assert "tok/s summed over the server's slots" in result.stderr
 
 
