@@ -203,6 +203,16 @@ def named_files(files: list[SourceFile], task: str) -> list[SourceFile]:
     return named
 
 
+def is_test_file(rel: str) -> bool:
+    """Whether a path is a test: under a tests/ or test/ folder, or named test_*, *_test or *.test.*."""
+    path = PurePosixPath(rel)
+    return (
+        bool({"tests", "test"} & set(path.parts[:-1]))
+        or path.name.startswith("test_")
+        or path.stem.endswith(("_test", ".test", ".spec"))
+    )
+
+
 # ---------------------------------------------------------------------------------------------- ranking
 
 
@@ -348,7 +358,10 @@ def repository_view(
     whole: list[str] = []
     partly: list[str] = []
     named_budget, used = int(budget_chars * NAMED_SHARE), 0
-    for f in sorted(named, key=lambda f: f.size):  # the small ones whole first
+    # The code first, the small files whole first; a named test last. The tests are the task's evidence
+    # and the code is what changes: click's test_types.py (241 lines) shown whole first left no room for
+    # the class with the bug in types.py (real-click-fix-range-bounds, 2026-12-06).
+    for f in sorted(named, key=lambda f: (is_test_file(f.rel), f.size)):
         if f.text is None:
             continue
         room = named_budget - used

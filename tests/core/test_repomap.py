@@ -370,6 +370,26 @@ def test_a_long_named_file_shows_short_names_the_task_uses_and_the_helpers_they_
     assert "(other_1)" not in view.text
 
 
+def test_a_named_source_gets_its_room_before_a_named_test_shown_whole(tmp_path):
+    """click's range bounds: test_types.py whole, first as the smaller, left no room for the class
+    with the bug in types.py. The code the task changes comes first; the tests are its evidence."""
+    root = git_repo(tmp_path / "c")
+    filler = "".join(f"def other_{i}(x):\n    return x\n\n\n" for i in range(400))
+    helper = "class _RangeBase:\n" + "".join(
+        f"    def m{i}(self, v):\n        return v < {i}\n\n" for i in range(60)
+    )
+    (root / "types.py").write_text(helper + "\n\n" + filler + "class IntRange(_RangeBase):\n    pass\n")
+    (root / "tests").mkdir()
+    (root / "tests/test_types.py").write_text(
+        "".join(f"def test_{i}():\n    assert {i} == {i}\n\n" for i in range(150))
+    )
+    task = "`IntRange(0, 5)` refuses 0. tests/test_types.py shows it. Fix the bug in types.py."
+    view = repository_view(root, task, 9_000, fence_for)
+    assert "of types.py (_RangeBase):" in view.text and "return v < 59" in view.text
+    assert view.partly[0] == "types.py" and "tests/test_types.py" not in view.whole
+    assert view.text.index("types.py has") < view.text.index("tests/test_types.py")
+
+
 async def test_a_block_for_a_tail_of_a_long_files_path_means_that_file_and_is_refused(tmp_path):
     """The attrs run: `path/to/attrs/validators.py` was written as a new file beside the real one."""
     root = library(tmp_path / "lib")
