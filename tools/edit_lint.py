@@ -18,9 +18,11 @@ from collections import Counter
 from functools import cache
 from pathlib import Path
 
+from tools import dangling_uses
 from tools.base import ToolContext, ToolResult
 from tools.lint import describe, new_problems
 from tools.missing_imports import defines, import_for, undefined_names, with_imports
+from tools.search import workspace_files
 
 LINT_TIMEOUT = 30.0
 SHOWN_LINES = 15
@@ -92,6 +94,12 @@ def report_lint(
     found = new_problems(rel, before, after)
     parts = [describe(rel, found, after)] if found else []
     listed = [str(problem) for problem in found]
+    for old, left, new in _dangling(ctx, path, rel, before, after):
+        command = dangling_uses.rename_command(old, new, left) if new else ""
+        parts.append(dangling_uses.describe(old, rel, left, new, command))
+        listed += [f"{use.path}:{use.line}: uses `{old}`, which {rel} no longer defines" for use in left]
+        if command:
+            result.display["rename_command"] = command
     if ctx.lint_command:
         now = run_lint_command(ctx.lint_command, ctx.workspace.root, rel)
         added = _new_lines(baseline or [], now) if baseline is not None or before is None else []
@@ -107,6 +115,21 @@ def report_lint(
         )
         result.display["lint"] = listed
     return result
+
+
+def _dangling(
+    ctx: ToolContext, path: Path, rel: str, before: str | None, after: str
+) -> list[tuple[str, list[dangling_uses.Use], str | None]]:
+    """(name, its uses left, its new name or None) for each top-level name the edit took away from a
+    Python file that the workspace still uses."""
+    if not rel.endswith(".py") or before is None:
+        return []
+    gone, new = dangling_uses.renamed(before, after)
+    if not gone:
+        return []
+    files = workspace_files(ctx.workspace, ctx.workspace.root)
+    found = [(old, dangling_uses.uses(old, files, ctx.workspace.root, path)) for old in gone]
+    return [(old, left, new) for old, left in found if left]
 
 
 def run_lint_command(command: str, root: Path, rel: str, timeout: float | None = None) -> list[str]:

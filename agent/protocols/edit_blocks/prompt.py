@@ -74,6 +74,13 @@ SEARCH_REPLACE_REMINDER = (
     "=======, the fixed lines, >>>>>>> REPLACE. Nothing changes unless you write the blocks."
 )
 
+# ...and after an edit that renamed a definition other files still use (tools/dangling_uses.py): the
+# one command that renames them all, next to where the model writes, is what a small model copies.
+RENAME_REMINDER = (
+    "Act now: to rename every use left, run this bash block:\n```bash\n{command}\n```\nNothing changes "
+    "unless you write the block."
+)
+
 # A plan before the blocks. Shown a file and asked for the new one, the 1.5B copies the file back as
 # it was (parse-duration: three identical answers, at 0.7 too); asked first where the bug is, it names
 # the line and the fix, and then writes the file with that change in it. The plan stays in the

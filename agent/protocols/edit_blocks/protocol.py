@@ -30,6 +30,7 @@ from agent.protocols.edit_blocks.prompt import (
     PLAN_FIX,
     PLAN_TASK,
     PLAN_TOKENS,
+    RENAME_REMINDER,
     SEARCH_REPLACE_REMINDER,
     SYSTEM_PROMPT_BLOCKS,
 )
@@ -398,7 +399,15 @@ class BlockActions:
             unseen = [
                 _arguments(c).get("path", "?") for c, r in results if not r.ok and NOT_SHOWN in r.output
             ]
-            reminder = BLOCKS_REMINDER_PARTLY.format(files=" or ".join(unseen)) if unseen else BLOCKS_REMINDER
+            rename = next(
+                (r.display["rename_command"] for _, r in results if "rename_command" in r.display), ""
+            )
+            if rename:
+                reminder = RENAME_REMINDER.format(command=rename)
+            elif unseen:
+                reminder = BLOCKS_REMINDER_PARTLY.format(files=" or ".join(unseen))
+            else:
+                reminder = BLOCKS_REMINDER
             parts.append(f"Fix what failed. {reminder} When the task is done, answer without any block.")
         else:
             parts += self._fresh_files(results)
