@@ -152,7 +152,33 @@ def _python_problems(path: str, text: str) -> list[LintProblem]:
         for message in flakes
         if isinstance(message, _fatal_flakes())
     ]
-    return sorted(found + _mutable_dataclass_defaults(path, tree), key=lambda problem: problem.line)
+    found += _mutable_dataclass_defaults(path, tree) + _self_imports(path, tree)
+    return sorted(found, key=lambda problem: problem.line)
+
+
+def _self_imports(path: str, tree: ast.Module) -> list[LintProblem]:
+    """`from .encoding import x` in encoding.py: an ImportError when the module loads ("partially
+    initialized module ... circular import"). Asked to rename a function, the 1.5B replaced its
+    definition by an import of the new name from the file itself, and sent it back each round (a rename
+    on the real coder, 2026-12-06)."""
+    parts = PurePosixPath(path).with_suffix("").parts
+    if not parts or parts[-1] == "__init__":
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or not node.module:
+            continue
+        dotted = tuple(node.module.split("."))
+        own = (node.level == 1 and dotted == parts[-1:]) or (
+            node.level == 0 and len(dotted) > 1 and parts[-len(dotted) :] == dotted
+        )
+        if own:
+            names = ", ".join(f"`{alias.name}`" for alias in node.names)
+            found.append(LintProblem(path, node.lineno, (
+                f"{PurePosixPath(path).name} imports {names} from itself ({'.' * node.level}{node.module}): "
+                f"that fails when the module loads; define {names} in this file instead"
+            )))  # fmt: skip
+    return found
 
 
 # A list, dict or set as a dataclass field's default raises ValueError when the module is imported, far

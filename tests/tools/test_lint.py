@@ -160,3 +160,21 @@ def test_a_dataclass_default_factory_and_a_plain_class_list_are_fine():
         "    tags: list = field(default_factory=list)\n    n: int = 0\n\nclass B:\n    items: list = []\n"
     )
     assert problems("a.py", text) == []
+
+
+def test_a_module_importing_from_itself_is_found_relative_or_absolute():
+    text = "from .encoding import to_bytes as want_bytes\n"
+    [problem] = problems("pkg/encoding.py", text)
+    assert problem.line == 1
+    assert problem.message == (
+        "encoding.py imports `to_bytes` from itself (.encoding): that fails when the module loads; "
+        "define `to_bytes` in this file instead"
+    )
+    [absolute] = problems("src/pkg/encoding.py", "x = 1\nfrom pkg.encoding import a, b\n")
+    assert absolute.line == 2 and "imports `a`, `b` from itself (pkg.encoding)" in absolute.message
+
+
+def test_imports_from_a_sibling_a_parent_or_a_package_init_are_fine():
+    assert problems("pkg/signer.py", "from .encoding import to_bytes\nfrom . import encoding\n") == []
+    assert problems("pkg/sub/encoding.py", "from ..encoding import x\nfrom other.encoding import y\n") == []
+    assert problems("pkg/__init__.py", "from .pkg import x\nfrom pkg import y\n") == []
