@@ -35,6 +35,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from tools.base import ToolContext, ToolError, ToolResult
+from tools.definition_edit import definitions_change
 from tools.edit_lint import add_missing_imports, imports_note, lint_baseline, report_lint
 from tools.edit_matching import apply_edit
 from tools.file_paths import existing_stat, file_stat, resolve_path, resolve_to_change
@@ -46,6 +47,7 @@ from tools.shown import (
     mark_shown_whole,
     refresh_stamp,
     remember_read,
+    shown_definitions,
 )
 from tools.text_files import (
     MAX_EDIT_BYTES,
@@ -239,6 +241,7 @@ class WriteFile:
         st = file_stat(path, rel)
         check_fresh(ctx, path, rel, st)
         content, notes, before = args.content, [], ""
+        partly = ""  # what a block of definitions did to a file the model was not shown whole
         encode = encode_text
         if st is not None and st.st_size > MAX_EDIT_BYTES:
             # Replaced without a diff; only a binary file is refused.
@@ -249,7 +252,21 @@ class WriteFile:
             before = None
         elif st is not None:
             old = load_text(path, rel, st, self.name)  # binary or not UTF-8: refused first, as such
-            check_shown_whole(ctx, path, rel, st)
+            try:
+                check_shown_whole(ctx, path, rel, st)
+            except ToolError:
+                # Not read whole: only a block of definitions the model was shown may go in.
+                changed = rel.endswith(".py") and definitions_change(
+                    old.text, content.replace("\r\n", "\n"), shown_definitions(ctx.state, path)
+                )
+                if not changed:
+                    raise
+                content, partly = changed
+                if content == old.text:
+                    raise ToolError(
+                        f"Not written: the definitions you wrote are exactly as they are in {rel}, so nothing "
+                        "would change. Write them again with your change in them."
+                    )
             before = old.text
             given = content.replace("\r\n", "\n") if old.crlf else content
             if old.crlf and given == content and "\n" in content:
@@ -263,11 +280,14 @@ class WriteFile:
         baseline = lint_baseline(ctx, path, rel)
         write_atomically(path, data)
         refresh_stamp(ctx, path)
-        mark_shown_whole(ctx.state, path)  # the model knows all of what it wrote
+        if not partly:
+            mark_shown_whole(ctx.state, path)  # the model knows all of what it wrote
         diff = short_diff(before, content, rel) if before is not None else ""
         verb = "Replaced" if st is not None else "Created"
         lines = len(content.splitlines())
         said = f"{verb} {rel} ({lines} lines{'; ' + ', '.join(notes) if notes else ''})."
+        if partly:
+            said = f"Changed {rel}: {partly}; its other lines are as they were ({lines} lines in all)."
         if before is None:
             said += " The old content was too big to diff."
         said += imports_note(rel, imported)

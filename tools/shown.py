@@ -20,6 +20,9 @@ READ_STAMPS = "files.read_stamps"  # ToolContext.state key: real path -> stamp o
 # ToolContext.state key: real path -> stamp of the version the model was shown whole (read_file of all of
 # it, `cat FILE`, the task message, or a file it wrote itself). Only those may be rewritten whole.
 SHOWN_WHOLE = "files.shown_whole"
+# ToolContext.state key: real path -> names of the top-level definitions of a long file that the task
+# message showed whole. A whole-file block holding only those may replace them (tools/definition_edit.py).
+SHOWN_DEFINITIONS = "files.shown_definitions"
 NOT_SHOWN = "you have not been shown all of it"  # in the refusal; the blocks protocol reads it back
 
 
@@ -43,6 +46,15 @@ def mark_shown_whole(state: dict, path: Path) -> None:
     """The model has seen all of `path` as it is now: it may write it whole."""
     with contextlib.suppress(OSError):
         state.setdefault(SHOWN_WHOLE, {})[str(path)] = file_stamp(path.stat())
+
+
+def mark_shown_definitions(state: dict, path: Path, names: list[str]) -> None:
+    """The model has seen these definitions of `path` whole: it may write them anew."""
+    state.setdefault(SHOWN_DEFINITIONS, {}).setdefault(str(path), set()).update(names)
+
+
+def shown_definitions(state: dict, path: Path) -> set[str]:
+    return state.get(SHOWN_DEFINITIONS, {}).get(str(path), set())
 
 
 CAT_COMMAND = re.compile(r"""^\s*cat\s+(['"]?)([^\s'"|;&<>$`*?(){}]+)\1\s*$""")
@@ -83,10 +95,17 @@ def check_shown_whole(ctx: ToolContext, path: Path, rel: str, st: os.stat_result
             size = f"{lines:,} lines"
     seen = str(path) in ctx.state.get(SHOWN_WHOLE, {})
     why = "it changed since you were shown it" if seen else f"{NOT_SHOWN} in this session"
+    shown = sorted(shown_definitions(ctx.state, path)) if rel.endswith(".py") else []
+    only = (
+        f" Or write only the functions or classes you change, each whole ({', '.join(shown[:5])} were shown "
+        "to you whole): they replace the ones in the file."
+        if shown
+        else ""
+    )
     raise ToolError(
         f"Not written: {rel} already exists ({size}) and {why}, so writing it whole would replace code "
         f"you have not read. Change only the part you mean with a SEARCH/REPLACE edit (edit_file), or "
-        f"read the whole file first (read_file, or `cat {rel}`) and then write it whole."
+        f"read the whole file first (read_file, or `cat {rel}`) and then write it whole.{only}"
     )
 
 

@@ -264,6 +264,8 @@ class RepositoryView:
     text: str
     whole: list[str]  # files shown whole: the model may rewrite these whole
     partly: list[str] = field(default_factory=list)  # named files shown in part: SEARCH/REPLACE only
+    # {file shown in part: the top-level definitions shown whole in it}: the model may write those anew
+    definitions: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _fenced(rel: str, text: str, fence_for: Callable[[str], str]) -> str:
@@ -289,8 +291,11 @@ def _wanted(defs: list[Definition], lines: list[str], task: str) -> list[Definit
     return chosen
 
 
-def _long_file(f: SourceFile, task: str, budget: int, fence_for: Callable[[str], str]) -> str:
-    """A named file too long to show: its outline, the definitions the task names, its last lines."""
+def _long_file(
+    f: SourceFile, task: str, budget: int, fence_for: Callable[[str], str], shown: list[str]
+) -> str:
+    """A named file too long to show: its outline, the definitions the task names, its last lines.
+    The top-level definitions shown whole are added to `shown`."""
     lines = f.lines
     defs = outline(f.rel, f.text or "")
     head = (
@@ -316,6 +321,8 @@ def _long_file(f: SourceFile, task: str, budget: int, fence_for: Callable[[str],
             f"Lines {d.start}-{d.end} of {f.rel} ({d.name}):\n{fence_for(body)}\n{body}\n{fence_for(body)}"
         )
         used += len(body)
+        if d.depth == 0:
+            shown.append(d.name)
     tail = "\n".join(lines[-TAIL_LINES:])
     if used + len(tail) <= budget:
         parts.append(
@@ -357,6 +364,7 @@ def repository_view(
     parts: list[str] = []
     whole: list[str] = []
     partly: list[str] = []
+    definitions: dict[str, list[str]] = {}
     named_budget, used = int(budget_chars * NAMED_SHARE), 0
     # The code first, the small files whole first; a named test last. The tests are the task's evidence
     # and the code is what changes: click's test_types.py (241 lines) shown whole first left no room for
@@ -369,7 +377,8 @@ def repository_view(
             parts.append(_fenced(f.rel, f.text, fence_for))
             whole.append(f.rel)
         elif room > 2000:
-            parts.append(_long_file(f, task, room, fence_for))
+            definitions[f.rel] = []
+            parts.append(_long_file(f, task, room, fence_for, definitions[f.rel]))
             partly.append(f.rel)
         else:
             parts.append(f"{f.rel} is named by the task but there is no room left to show it: `cat {f.rel}`.")
@@ -402,4 +411,4 @@ def repository_view(
             f"{', ...' if len(folders) > 8 else ''}); `ls FOLDER` or `grep -rn NAME FOLDER` in a bash "
             "block finds them."
         )
-    return RepositoryView("\n\n".join(parts), whole, partly)
+    return RepositoryView("\n\n".join(parts), whole, partly, definitions)

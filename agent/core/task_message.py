@@ -10,7 +10,7 @@ from agent.core.repomap import repository_view
 from agent.core.workbench import Workbench
 from agent.protocols.base import ActionProtocol, fence_for
 from tools.files import TASK_TEXT
-from tools.shown import mark_shown_whole
+from tools.shown import mark_shown_definitions, mark_shown_whole
 
 
 def task_message(
@@ -30,6 +30,8 @@ def task_message(
     view = repository_view(workbench.workspace, task, budget, fence_for, recent_files(workbench))
     for rel in view.whole:
         mark_shown_whole(workbench.tool_state, workbench.workspace / rel)
+    for rel, names in view.definitions.items():
+        mark_shown_definitions(workbench.tool_state, workbench.workspace / rel, names)
     reminder = protocol.reminder(view.partly)
     return user_message(task, workbench.workspace, git_summary(workbench.repo), view.text, reminder, note)
 

@@ -8,6 +8,7 @@ The repositories are real git repositories made here, shaped as the ones that br
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -402,17 +403,53 @@ async def test_a_block_for_a_tail_of_a_long_files_path_means_that_file_and_is_re
         task = server.requests[0]["messages"][-1]["content"]
         told = server.requests[1]["messages"][-1]["content"]
     assert task.endswith(
-        "Act now: to change src/pkg/utils.py, write its path alone on a line, then a fenced block of "
-        "SEARCH/REPLACE edits whose SEARCH lines are copied exactly from the lines shown above. To create "
-        "a new file, write its path, then the complete file in a fenced block. Nothing changes unless you "
-        "write the blocks."
+        "Act now: to change src/pkg/utils.py, write its path alone on a line, then a fenced block holding "
+        "only the functions or classes you change, each complete: as shown above, with your change in it. "
+        "They replace the ones in the file, and the rest of the file stays as it is. To create a new file, "
+        "write its path, then the complete file in a fenced block. Nothing changes unless you write the "
+        "blocks."
     )
-    assert "Not written: src/pkg/utils.py already exists" in told
-    assert (
-        "Fix what failed. Act now: to change src/pkg/utils.py, write its path alone on a line, then a "
-        in told
+    # The tail of the path meant the long file; a block of one new function is added at its end.
+    assert "Changed src/pkg/utils.py: added `helper_sum` at the end" in told
+    after = (root / "src/pkg/utils.py").read_text()
+    assert after == before + "\n\ndef helper_sum(a, b):\n    return a + b\n" and not (root / "pkg").exists()
+
+
+async def test_a_long_files_shown_function_written_anew_replaces_it_and_nothing_else(tmp_path):
+    """attrs' validators, 2026-12-06: every attempt wrote the class with the bug as a whole file, and
+    each write was refused. A block of only the definitions shown is taken as their new version."""
+    root = library(tmp_path / "lib")
+    before = (root / "src/pkg/utils.py").read_text()
+    fixed = ["def helper_7(value):", '    """Helper number 7."""', "    return value * 7"]
+    block = answer("src/pkg/utils.py", f"{FENCE}python", *fixed, FENCE)
+    with ScriptedServer([block, answer("Done.")], n_ctx=8192) as server:
+        run = Run(server, root, actions="blocks")
+        outcome = await run("In src/pkg/utils.py, `helper_7` must return its value times 7.")
+        told = server.requests[1]["messages"][-1]["content"]
+    assert outcome.status == "completed", outcome.error
+    assert "Changed src/pkg/utils.py: replaced `helper_7` where it stood" in told
+    old = before.split("def helper_7(value):")[1].split("\n\ndef helper_8")[0]
+    assert (root / "src/pkg/utils.py").read_text() == before.replace(
+        "def helper_7(value):" + old, "\n".join(fixed)
     )
-    assert (root / "src/pkg/utils.py").read_text() == before and not (root / "pkg").exists()
+    assert not [n for n in run.of(Notice) if "began writing" in n.message]  # the stream was not cut
+
+
+async def test_a_block_of_definitions_that_runs_on_is_stopped_and_refused(tmp_path):
+    root = library(tmp_path / "lib")
+    before = (root / "src/pkg/utils.py").read_text()
+    pick = random.Random(7).choice  # varied lines: a loop of one line would be cut as a repetition
+    words = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta", "lambda", "rho"]
+    steps = [f"    {pick(words)}_{pick(words)} = {pick(words)}(value, {pick(words)})" for _ in range(300)]
+    long = ["def helper_7(value):", *steps, "    return value"]
+    with ScriptedServer([answer("src/pkg/utils.py", f"{FENCE}python", *long, FENCE), answer("Done.")],
+                        n_ctx=16384) as server:  # fmt: skip
+        run = Run(server, root, actions="blocks")
+        await run("In src/pkg/utils.py, `helper_7` must return its value times 7.")
+        kept = server.requests[1]["messages"][-2]["content"]
+    assert kept.count("\n") < 260 and steps[-1] not in kept
+    assert any("over 250 lines of definitions" in n.message for n in run.of(Notice))
+    assert (root / "src/pkg/utils.py").read_text() == before
 
 
 async def test_headless_refuses_a_small_readme_written_as_its_new_section_alone(tmp_path):

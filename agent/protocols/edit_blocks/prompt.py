@@ -67,6 +67,15 @@ BLOCKS_REMINDER_PARTLY = (
     "edits whose SEARCH lines are copied exactly from the lines shown above. To create a new file, write "
     "its path, then the complete file in a fenced block. Nothing changes unless you write the blocks."
 )
+# ...and when those files are Python: a small model writes a whole function far better than SEARCH
+# lines copied exactly, and a block of only definitions shown whole replaces them where they stand
+# (tools/definition_edit.py). Every attempt at attrs' validators wrote the file whole instead.
+BLOCKS_REMINDER_DEFINITIONS = (
+    "Act now: to change {files}, write its path alone on a line, then a fenced block holding only the "
+    "functions or classes you change, each complete: as shown above, with your change in it. They replace "
+    "the ones in the file, and the rest of the file stays as it is. To create a new file, write its path, "
+    "then the complete file in a fenced block. Nothing changes unless you write the blocks."
+)
 # ...and after a failed check whose output points at lines of the project (shown with it).
 SEARCH_REPLACE_REMINDER = (
     "Act now: fix the cause with a SEARCH/REPLACE block. Write the path of the file to change alone on a "

@@ -24,6 +24,7 @@ from agent.protocols.edit_blocks.parser import (
 from agent.protocols.edit_blocks.prompt import (
     APPLY_PLAN,
     BLOCKS_REMINDER,
+    BLOCKS_REMINDER_DEFINITIONS,
     BLOCKS_REMINDER_NAMED,
     BLOCKS_REMINDER_PARTLY,
     EXAMPLE_PATH,
@@ -35,6 +36,7 @@ from agent.protocols.edit_blocks.prompt import (
     SYSTEM_PROMPT_BLOCKS,
 )
 from tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
+from tools.definition_edit import DEFINITION_START, MAX_DEFINITION_LINES
 from tools.search import workspace_files
 from tools.shown import NOT_SHOWN, check_shown_whole
 from tools.workspace import OutsideWorkspace, Workspace
@@ -71,8 +73,7 @@ class BlockActions:
 
     def reminder(self, partly: list[str]) -> str:
         """A plan first (PLAN_TASK); the blocks are asked for once the model has given it."""
-        act = BLOCKS_REMINDER_PARTLY.format(files=" or ".join(partly)) if partly else BLOCKS_REMINDER
-        return self._ask_first(PLAN_TASK, act)
+        return self._ask_first(PLAN_TASK, partly_reminder(partly) if partly else BLOCKS_REMINDER)
 
     def _ask_first(self, ask: str, act: str) -> str:
         """Ask for a plan now, and for the blocks (`act`) after it: the next answer is read as a plan;
@@ -98,6 +99,8 @@ class BlockActions:
         self.planning = False  # the next answer is the plan asked for, not yet the blocks
         self.act = BLOCKS_REMINDER  # what asks for the blocks once the plan is given
         self.task = ""  # the task as the model was given it
+        # Where the answer's open block of definitions for a file shown in part began (stream_stop).
+        self._definitions_from: int | None = None
 
     def new_task(self, task: str) -> None:
         """Nothing of the new task has failed yet (a fresh start's files may be back as they were)."""
@@ -145,6 +148,8 @@ class BlockActions:
         writing out a 700-line file before hearing so (real-attrs-fix-number-validators). What is
         kept is the answer up to the block's first line, with the fence closed, so that the refusal
         and its reason reach the model as usual."""
+        if self._definitions_from is not None:
+            return self._long_definitions(text)
         block = open_whole_file_block(text)
         if block is None:
             return None
@@ -154,6 +159,12 @@ class BlockActions:
             target = self.workspace.resolve(rel)
             check_shown_whole(ctx, target, rel, target.stat() if target.is_file() else None)
         except ToolError:
+            first = kept.rstrip("\n").rsplit("\n", 2)[-2]
+            if rel.endswith(".py") and DEFINITION_START.match(first):
+                # A function or class written anew: tools/definition_edit.py may take it.
+                end = text.rfind("\n")  # the end of the block's first line, the last complete one
+                self._definitions_from = text.rfind("\n", 0, end) + 1
+                return None
             why = (
                 f"the model began writing {rel} whole, which it was not shown whole: its answer was "
                 "stopped there, as the write would be refused (the model is told why)"
@@ -163,7 +174,23 @@ class BlockActions:
             return None  # the tool layer says what is wrong once the block is written
         return None
 
+    def _long_definitions(self, text: str) -> tuple[str, str] | None:
+        """Stop a block of definitions that goes on past MAX_DEFINITION_LINES: the file written out
+        whole after all, which the write refuses (the early stop above, once it is clear)."""
+        lines = text[self._definitions_from or 0 :].split("\n")[:-1]
+        if any(line.strip().startswith(("```", "~~~")) for line in lines):
+            self._definitions_from = None  # closed: any later block is judged afresh
+            return None
+        if len(lines) <= MAX_DEFINITION_LINES:
+            return None
+        kept = "\n".join(text.split("\n")[:-1]) + "\n```\n"
+        return kept, (
+            f"the model wrote over {MAX_DEFINITION_LINES} lines of definitions into a file it was not "
+            "shown whole: its answer was stopped there, as the write would be refused"
+        )
+
     def read(self, completion: Completion, tools: ToolRegistry) -> ReadAnswer:
+        self._definitions_from = None  # the next answer starts with no block open
         parsed = parse_answer(
             completion.content, cut_off=not completion.complete or stopped_at_limit(completion)
         )
@@ -405,7 +432,7 @@ class BlockActions:
             if rename:
                 reminder = RENAME_REMINDER.format(command=rename)
             elif unseen:
-                reminder = BLOCKS_REMINDER_PARTLY.format(files=" or ".join(unseen))
+                reminder = partly_reminder(unseen)
             else:
                 reminder = BLOCKS_REMINDER
             parts.append(f"Fix what failed. {reminder} When the task is done, answer without any block.")
@@ -445,6 +472,12 @@ class BlockActions:
         said = " (the lines with problems are marked)" if with_notes else ""
         text = with_notes or text
         return f"{path} now reads{said}:\n{fence_for(text)}\n{text.rstrip()}\n{fence_for(text)}"
+
+
+def partly_reminder(files: list[str]) -> str:
+    """The format asked for when `files` were shown in part: whole definitions in Python files."""
+    form = BLOCKS_REMINDER_DEFINITIONS if all(f.endswith(".py") for f in files) else BLOCKS_REMINDER_PARTLY
+    return form.format(files=" or ".join(files))
 
 
 def _lint_notes(results: list[tuple[ToolCall, ToolResult]]) -> dict[str, dict[int, str]]:

@@ -1,0 +1,71 @@
+"""A whole-file block for a long Python file that holds only functions and classes the model was shown
+whole replaces them where they stand (or adds new ones at the end), and touches no other line."""
+
+from __future__ import annotations
+
+import pytest
+
+from tools.base import ToolContext, ToolError
+from tools.definition_edit import definitions_change
+from tools.files import WriteArgs, WriteFile
+from tools.shown import mark_shown_definitions
+
+CURRENT = (
+    '"""Validators."""\n\nimport operator\n\n\nclass _Number:\n    def __call__(self, value):\n'
+    "        return self.compare(self.bound, value)\n\n\n@cache\ndef lt(val):\n    return _Number(val)\n\n\n"
+    "def other(x):\n    return x\n"
+)
+FIXED = "class _Number:\n    def __call__(self, value):\n        return self.compare(value, self.bound)\n"
+
+
+def test_a_shown_class_is_replaced_where_it_stands_and_every_other_line_kept():
+    new, said = definitions_change(CURRENT, FIXED, {"_Number", "lt"})
+    assert new == CURRENT.replace("self.compare(self.bound, value)", "self.compare(value, self.bound)")
+    assert said == "replaced `_Number` where it stood"
+
+
+def test_a_decorated_function_is_replaced_with_its_decorators_and_a_new_one_goes_at_the_end():
+    block = "@cache\ndef lt(val, strict=True):\n    return _Number(val)\n\n\ndef ge(val):\n    return val\n"
+    new, said = definitions_change(CURRENT, block, {"lt"})
+    assert "@cache\ndef lt(val, strict=True):\n" in new and new.count("@cache") == 1
+    assert new.endswith("def other(x):\n    return x\n\n\ndef ge(val):\n    return val\n")
+    assert said == "replaced `lt` where it stood and added `ge` at the end"
+
+
+def test_what_is_not_only_shown_or_new_definitions_is_refused():
+    assert definitions_change(CURRENT, FIXED, {"lt"}) is None  # _Number was never shown whole
+    assert definitions_change(CURRENT, "import os\n\n" + FIXED, {"_Number"}) is None  # the file again
+    assert (
+        definitions_change(CURRENT, "def __call__(self, value):\n    return 1\n", set()) is None
+    )  # a method
+    four = "".join(f"def f{i}():\n    pass\n\n\n" for i in range(4))
+    assert definitions_change(CURRENT, four, set()) is None  # a rewrite, not a few definitions
+    assert definitions_change(CURRENT, "def lt(:\n", {"lt"}) is None
+    twice = CURRENT + "\n\ndef other(y):\n    return y\n"
+    assert definitions_change(twice, "def other(z):\n    return z\n", {"other"}) is None  # which one?
+
+
+async def test_the_write_tool_takes_shown_definitions_for_a_file_never_shown_whole(ctx: ToolContext):
+    path = ctx.workspace.root / "validators.py"
+    path.write_text(CURRENT)
+    mark_shown_definitions(ctx.state, path, ["_Number", "lt"])
+    result = await WriteFile().run(WriteArgs(path="validators.py", content=FIXED), ctx)
+    assert result.ok, result.output
+    assert result.output.startswith(
+        "Changed validators.py: replaced `_Number` where it stood; its other lines are as they were"
+    )
+    assert path.read_text() == CURRENT.replace("self.bound, value)", "value, self.bound)")
+    # ...and the file is still not known whole: the whole of it may not be written.
+    with pytest.raises(ToolError) as refused:
+        await WriteFile().run(WriteArgs(path="validators.py", content="x = 1\n"), ctx)
+    assert "you have not been shown all of it" in str(refused.value)
+    assert "Or write only the functions or classes you change, each whole (_Number, lt" in str(refused.value)
+    assert path.read_text() == CURRENT.replace("self.bound, value)", "value, self.bound)")
+
+
+async def test_the_same_definitions_written_back_change_nothing_and_say_so(ctx: ToolContext):
+    path = ctx.workspace.root / "validators.py"
+    path.write_text(CURRENT)
+    mark_shown_definitions(ctx.state, path, ["other"])
+    with pytest.raises(ToolError, match=r"exactly as they are in validators\.py"):
+        await WriteFile().run(WriteArgs(path="validators.py", content="def other(x):\n    return x\n"), ctx)

@@ -1,0 +1,82 @@
+"""A whole-file block for a long Python file, read as the new version of the definitions it holds.
+
+A file too long for the context is shown to the model as its outline and the definitions the task is
+about (agent/core/repomap.py), and may not be written whole: the model has not read the rest. SEARCH
+lines copied exactly are what the 1.5B fails at, though; asked to fix attrs' `_NumberValidator`, all
+four attempts wrote `src/attr/validators.py` as a whole file, three times each, and each was refused
+(real-attrs-fix-number-validators, 2026-12-06). What a small model writes well is a whole function.
+So a block whose content is nothing but top-level functions and classes, each one the model was shown
+whole in this session (or a new one), replaces those definitions where they stand, or adds the new
+ones at the end, and leaves every other line of the file as it was.
+
+Text in, text out; the write tool reads the file and the shown records (tools/shown.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+MAX_DEFINITIONS = 3  # more than this is a rewrite of the file, not a change of a few definitions
+MAX_DEFINITION_LINES = 250  # a block this long for a file shown in part is the whole file again
+DEFINITION_START = re.compile(r"^(?:@\w|(?:async[ \t]+)?def[ \t]+\w|class[ \t]+\w)")  # a block's first line
+_DEFINITION = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def definitions_change(current: str, block: str, shown: set[str]) -> tuple[str, str] | None:
+    """(the file with `block`'s definitions in place, what was done) when `block` holds only top-level
+    functions and classes (at most MAX_DEFINITIONS), each either shown to the model (`shown`) and
+    defined once at the top level of `current`, or new; None when the block is anything else."""
+    try:
+        old_tree, new_tree = ast.parse(current), ast.parse(block)
+    except (SyntaxError, ValueError):
+        return None
+    news = new_tree.body
+    if not news or len(news) > MAX_DEFINITIONS or not all(isinstance(node, _DEFINITION) for node in news):
+        return None
+    tops: dict[str, list[ast.stmt]] = {}
+    for node in old_tree.body:
+        if isinstance(node, _DEFINITION):
+            tops.setdefault(node.name, []).append(node)
+    block_lines, lines = block.splitlines(), current.splitlines()
+    replaced, added, spans = [], [], []
+    for node in news:
+        text = "\n".join(block_lines[_first_line(node) - 1 : node.end_lineno])
+        olds = tops.get(node.name, [])
+        if len(olds) > 1 or (olds and node.name not in shown):
+            return None  # two definitions of the name, or one the model never read: not guessed at
+        if olds:
+            spans.append((_first_line(olds[0]), olds[0].end_lineno or 0, text))
+            replaced.append(node.name)
+        elif _is_method(node):
+            return None  # `def __call__(self, ...)` alone: a method of a class, not a new function
+        else:
+            added.append(text)
+    for start, end, text in sorted(spans, reverse=True):
+        lines[start - 1 : end] = text.splitlines()
+    if added:
+        while lines and not lines[-1].strip():
+            lines.pop()
+        for text in added:
+            lines += ["", "", *text.splitlines()]
+    said = []
+    if replaced:
+        said.append("replaced " + ", ".join(f"`{name}`" for name in replaced) + " where it stood")
+    if added:
+        new_names = [node.name for node in news if node.name not in tops]
+        said.append("added " + ", ".join(f"`{name}`" for name in new_names) + " at the end")
+    ending = "\n" if current.endswith("\n") or not current else ""
+    return "\n".join(lines) + ending, " and ".join(said)
+
+
+def _first_line(node: ast.stmt) -> int:
+    """A definition's first line, its decorators included."""
+    decorators = getattr(node, "decorator_list", [])
+    return min([node.lineno, *(d.lineno for d in decorators)])
+
+
+def _is_method(node: ast.stmt) -> bool:
+    if isinstance(node, ast.ClassDef):
+        return False
+    args = node.args.posonlyargs + node.args.args  # type: ignore[attr-defined]
+    return (bool(args) and args[0].arg in ("self", "cls")) or node.name.startswith("__")
