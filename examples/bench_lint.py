@@ -8,7 +8,9 @@ depend on its version. Each file gets three edits, one line appended:
 - undefined name: the new text has a problem, so the old text is linted too, to see whether it is new;
 - syntax error: the compiler stops early, and the old text is linted whole.
 A 3,000-line JavaScript file (a function repeated) shows the tree-sitter path. The import fixer
-(tools/missing_imports.py) is timed at its worst: a name no module of the folder defines.
+(tools/missing_imports.py) is timed at its worst: a name no module of the folder defines. The search
+for the uses a rename left behind (tools/dangling_uses.py) is timed on this project's own checkout:
+`problems` renamed in tools/lint.py, every Python file the checkout holds searched.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from tools import lint
-from tools.edit_lint import add_missing_imports
+from tools.edit_lint import _dangling, add_missing_imports
 from tools.lint import new_problems
+from tools.search import workspace_files
+from tools.workspace import Workspace
 
 RUNS = 20
 EDITS = {
@@ -77,6 +81,23 @@ def main() -> None:
         times.append((time.perf_counter() - start) * 1000)
     print(
         f"add_missing_imports, functools.py, the {len(list(stdlib.glob('*.py')))} modules beside it searched:"
+    )
+    print(f"  best {min(times):.1f} ms, median {statistics.median(times):.1f} ms\n")
+
+    # A rename in a project of a few hundred files: the names it took away, and every use left.
+    root = Path(__file__).resolve().parents[1]
+    source = (root / "tools/lint.py").read_text(encoding="utf-8")
+    renamed = source.replace("def problems(", "def lint_problems(")
+    ctx = SimpleNamespace(workspace=Workspace(root))
+    times, found = [], []
+    for _ in range(RUNS):
+        start = time.perf_counter()
+        found = _dangling(ctx, root / "tools/lint.py", "tools/lint.py", source, renamed)
+        times.append((time.perf_counter() - start) * 1000)
+    python_files = sum(1 for p in workspace_files(ctx.workspace, root) if p.suffix == ".py")
+    [(name, uses, new)] = found
+    print(
+        f"the uses of `{name}` left by its rename to `{new}`: {len(uses)} lines, {python_files} Python files:"
     )
     print(f"  best {min(times):.1f} ms, median {statistics.median(times):.1f} ms\n")
 

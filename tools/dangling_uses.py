@@ -6,8 +6,11 @@ every use. Here the edit's result lists them, line by line, and when the edit re
 another, gives the one command that renames the rest: 27 SEARCH/REPLACE blocks are beyond a small
 model, one copied bash block is not.
 
-Read, not imported: a use is the name as a word in a Python file of the workspace that does not define
-it itself. Text in, text out, but for reading the files the caller lists.
+Read, not imported: the uses are the lines naming it, in the edited file and in each Python file of the
+workspace that imports the name (`from .encoding import want_bytes`, from any module, since a package
+re-exports) or reads it off the module (`encoding.want_bytes`). A file with a variable of the same
+name and no such import is not the module's user. Text in, text out, but for reading the files the
+caller lists.
 """
 
 from __future__ import annotations
@@ -70,8 +73,8 @@ def renamed(before: str | None, after: str) -> tuple[list[str], str | None]:
 
 
 def uses(name: str, files: list[Path], root: Path, edited: Path) -> list[Use]:
-    """Each line of the workspace's Python files (`files`, absolute) that uses `name` as a word, the
-    edited file's own lines included; files that define `name` themselves use their own."""
+    """Each line naming `name` as a word in the edited file and in the workspace's Python files
+    (`files`, absolute) that import it or read it off the edited module."""
     word = re.compile(rf"\b{re.escape(name)}\b")
     found: list[Use] = []
     for path in [p for p in files if p.suffix == ".py"][:MAX_FILES]:
@@ -79,11 +82,24 @@ def uses(name: str, files: list[Path], root: Path, edited: Path) -> list[Use]:
             if path.stat().st_size > MAX_FILE_BYTES:
                 continue
             text = path.read_text(encoding="utf-8")
-            if name not in text or (path != edited and defines(text, name)):
+            if not word.search(text) or (path != edited and not _imports(text, name, edited.stem)):
                 continue
             rel = path.relative_to(root).as_posix()
             found += [Use(rel, n, line) for n, line in enumerate(text.splitlines(), 1) if word.search(line)]
     return found
+
+
+def _imports(text: str, name: str, module: str) -> bool:
+    """Whether a module's text imports `name` (from any module: `import ... name`, or inside the
+    parentheses of a multi-line import) or reads `module.name`, and has no `name` of its own. Read,
+    not parsed: most files of a project that hold a common word do not import it."""
+    word = re.escape(name)
+    found = (
+        re.search(rf"\bimport\b[^\n#(]*\b{word}\b", text)
+        or re.search(rf"\bimport\s*\([^)]*\b{word}\b", text)
+        or re.search(rf"(?<![\w.]){re.escape(module)}\.{word}\b", text)
+    )
+    return found is not None and not defines(text, name)
 
 
 def rename_command(old: str, new: str, left: list[Use]) -> str:

@@ -15,8 +15,8 @@ ENCODING = 'def want_bytes(s):\n    return s.encode() if isinstance(s, str) else
 
 
 def package(ctx: ToolContext) -> None:
-    """A package whose helper is imported and called from two modules and a test, and a module that
-    has a `want_bytes` of its own (its uses are its own, not the package's)."""
+    """A package whose helper is imported and called from two modules and a test, and two modules
+    with a `want_bytes` of their own, top-level and local (their uses are not the package's)."""
     root = ctx.workspace.root
     (root / "pkg").mkdir()
     (root / "tests").mkdir()
@@ -28,6 +28,7 @@ def package(ctx: ToolContext) -> None:
         "    assert want_bytes('a') == b'a'\n",
         "other.py": "def want_bytes(v):\n    return bytes(v)\n\n\nprint(want_bytes([1]))\n",
         "README.md": "Call `want_bytes` to get bytes.\n",
+        "local.py": "def f():\n    want_bytes = b''\n    return want_bytes\n",  # a local of its own
     }
     for rel, text in files.items():
         (root / rel).write_text(text)
@@ -47,7 +48,8 @@ async def test_a_rename_in_one_file_lists_every_use_left_and_its_command_renames
                  "pkg/signer.py:5: return want_bytes(v) + b'.'",
                  "tests/test_encoding.py:5: assert want_bytes('a') == b'a'"):  # fmt: skip
         assert line in result.output
-    assert "other.py" not in result.output and "README.md" not in result.output  # its own; not Python
+    for other in ("other.py", "local.py", "README.md"):  # their own want_bytes; not Python
+        assert other not in result.output
     command = result.display["rename_command"]
     assert command == (
         "sed -i 's/\\bwant_bytes\\b/to_bytes/g' pkg/__init__.py pkg/signer.py tests/test_encoding.py"
