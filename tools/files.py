@@ -266,7 +266,7 @@ class WriteFile:
                     raise ToolError(
                         f"Not written: the definitions you wrote are exactly as they are in {rel}, so nothing "
                         "would change. Write them again with your change in them."
-                    )
+                    ) from None
             before = old.text
             given = content.replace("\r\n", "\n") if old.crlf else content
             if old.crlf and given == content and "\n" in content:

@@ -435,6 +435,21 @@ async def test_a_long_files_shown_function_written_anew_replaces_it_and_nothing_
     assert not [n for n in run.of(Notice) if "began writing" in n.message]  # the stream was not cut
 
 
+async def test_a_block_writing_a_definition_never_shown_is_stopped_at_its_first_line(tmp_path):
+    """click's `Command` (310 lines) was too long to show: a block writing it anew is refused whatever
+    follows, so it stops at once, as a whole-file block does."""
+    root = library(tmp_path / "lib")
+    before = (root / "src/pkg/utils.py").read_text()
+    block = answer("src/pkg/utils.py", f"{FENCE}python", "def helper_99(value):", "    return value", FENCE)
+    with ScriptedServer([block, answer("Done.")], n_ctx=8192) as server:
+        run = Run(server, root, actions="blocks")
+        await run("In src/pkg/utils.py, `helper_7` must return its value times 7.")
+        kept = server.requests[1]["messages"][-2]["content"]
+    assert kept == f"src/pkg/utils.py\n{FENCE}python\ndef helper_99(value):\n{FENCE}\n"
+    assert any("began writing src/pkg/utils.py whole" in n.message for n in run.of(Notice))
+    assert (root / "src/pkg/utils.py").read_text() == before
+
+
 async def test_a_block_of_definitions_that_runs_on_is_stopped_and_refused(tmp_path):
     root = library(tmp_path / "lib")
     before = (root / "src/pkg/utils.py").read_text()
@@ -447,8 +462,8 @@ async def test_a_block_of_definitions_that_runs_on_is_stopped_and_refused(tmp_pa
         run = Run(server, root, actions="blocks")
         await run("In src/pkg/utils.py, `helper_7` must return its value times 7.")
         kept = server.requests[1]["messages"][-2]["content"]
-    assert kept.count("\n") < 260 and steps[-1] not in kept
-    assert any("over 250 lines of definitions" in n.message for n in run.of(Notice))
+    assert kept.count("\n") < 160 and steps[-1] not in kept
+    assert any("over 150 lines of definitions" in n.message for n in run.of(Notice))
     assert (root / "src/pkg/utils.py").read_text() == before
 
 

@@ -36,9 +36,9 @@ from agent.protocols.edit_blocks.prompt import (
     SYSTEM_PROMPT_BLOCKS,
 )
 from tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
-from tools.definition_edit import DEFINITION_START, MAX_DEFINITION_LINES
+from tools.definition_edit import MAX_DEFINITION_LINES, may_write_definition
 from tools.search import workspace_files
-from tools.shown import NOT_SHOWN, check_shown_whole
+from tools.shown import NOT_SHOWN, check_shown_whole, shown_definitions
 from tools.workspace import OutsideWorkspace, Workspace
 
 # A file name in prose: `report.py`, src/app.ts (not `e.g.` or `os.getcwd`, by the suffix).
@@ -160,7 +160,9 @@ class BlockActions:
             check_shown_whole(ctx, target, rel, target.stat() if target.is_file() else None)
         except ToolError:
             first = kept.rstrip("\n").rsplit("\n", 2)[-2]
-            if rel.endswith(".py") and DEFINITION_START.match(first):
+            if rel.endswith(".py") and may_write_definition(
+                first, target, shown_definitions(ctx.state, target)
+            ):
                 # A function or class written anew: tools/definition_edit.py may take it.
                 end = text.rfind("\n")  # the end of the block's first line, the last complete one
                 self._definitions_from = text.rfind("\n", 0, end) + 1
