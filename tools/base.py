@@ -8,6 +8,7 @@ text it can act on. `ToolError` is the shorthand for that inside a tool.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -27,6 +28,9 @@ class ToolResult:
     display: dict[str, Any] = field(default_factory=dict)  # for front ends: diff, exit code, path...
 
 
+TASK_TEXT = "task.text"  # ToolContext.state key: the task as the user gave it (front ends set it)
+
+
 @dataclass
 class ToolContext:
     """What a tool may use: the workspace boundary and a place for per-session tool state."""
@@ -39,6 +43,9 @@ class ToolContext:
     shown_limit: int | None = None
     lint: bool = True  # each edited file is checked at once, and new problems go back with the edit
     lint_command: str | None = None  # the project's own lint, run on each edited file (tools/edit_lint.py)
+    # Whether file edits run without asking now (the approval mode, which may change in a session):
+    # then a rename the task asks for is carried to every file using the old name (tools/edit_lint.py).
+    edits_unasked: Callable[[], bool] | None = None
 
 
 @runtime_checkable

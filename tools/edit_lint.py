@@ -19,10 +19,12 @@ from functools import cache
 from pathlib import Path
 
 from tools import dangling_uses
-from tools.base import ToolContext, ToolResult
+from tools.base import TASK_TEXT, ToolContext, ToolResult
 from tools.lint import describe, new_problems
 from tools.missing_imports import defines, import_for, undefined_names, with_imports
 from tools.search import workspace_files
+from tools.shown import refresh_stamp
+from tools.text_files import write_atomically
 
 LINT_TIMEOUT = 30.0
 SHOWN_LINES = 15
@@ -91,15 +93,29 @@ def report_lint(
     """`result` with the edit's new problems appended for the model and listed in `display["lint"]`."""
     if not ctx.lint:
         return result
-    found = new_problems(rel, before, after)
-    parts = [describe(rel, found, after)] if found else []
-    listed = [str(problem) for problem in found]
-    for old, left, new in _dangling(ctx, path, rel, before, after):
+    dangling, reports, listed = _dangling(ctx, path, rel, before, after), [], []
+    for old, left, new in dangling:
+        if new and _rename_asked(ctx, old, new) and (renamed := _carry_rename(ctx, old, new, left)):
+            # The task asked for this rename and edits run unasked: the rest of it is an editor's
+            # rename, done here rather than asked of a small model (which did not copy the command).
+            files = ", ".join(renamed)
+            result.output += (
+                f"\n\nThe task renames `{old}` to `{new}`, so its other uses were renamed too: "
+                f"{len(left)} lines in {files}."
+            )
+            result.display.setdefault("renamed", []).extend(renamed)
+            if rel in renamed:  # the edited file's own uses: the model is told, so what it knows holds
+                after = path.read_text(encoding="utf-8")
+                refresh_stamp(ctx, path)
+            continue
         command = dangling_uses.rename_command(old, new, left) if new else ""
-        parts.append(dangling_uses.describe(old, rel, left, new, command))
+        reports.append(dangling_uses.describe(old, rel, left, new, command))
         listed += [f"{use.path}:{use.line}: uses `{old}`, which {rel} no longer defines" for use in left]
         if command:
             result.display["rename_command"] = command
+    found = new_problems(rel, before, after)
+    parts = ([describe(rel, found, after)] if found else []) + reports
+    listed = [str(problem) for problem in found] + listed
     if ctx.lint_command:
         now = run_lint_command(ctx.lint_command, ctx.workspace.root, rel)
         added = _new_lines(baseline or [], now) if baseline is not None or before is None else []
@@ -130,6 +146,30 @@ def _dangling(
     files = workspace_files(ctx.workspace, ctx.workspace.root)
     found = [(old, dangling_uses.uses(old, files, ctx.workspace.root, path)) for old in gone]
     return [(old, left, new) for old, left in found if left]
+
+
+def _rename_asked(ctx: ToolContext, old: str, new: str) -> bool:
+    """Whether edits run without asking and the task names both the old name and the new one."""
+    task = str(ctx.state.get(TASK_TEXT, ""))
+    named = all(re.search(rf"(?<!\w){re.escape(name)}(?!\w)", task) for name in (old, new))
+    return named and ctx.edits_unasked is not None and ctx.edits_unasked()
+
+
+def _carry_rename(ctx: ToolContext, old: str, new: str, left: list[dangling_uses.Use]) -> list[str]:
+    """`old` renamed `new` as a word in the files of `left` (relative paths), each rewritten in place;
+    the files changed. A file that cannot be read or written is left as it is."""
+    word, changed = re.compile(rf"\b{re.escape(old)}\b"), []
+    for rel in dict.fromkeys(use.path for use in left):
+        target = ctx.workspace.root / rel
+        with contextlib.suppress(OSError, UnicodeError):
+            text = target.read_bytes().decode("utf-8")
+            renamed = word.sub(new, text)
+            if renamed != text:
+                # No stamp refreshed: what the model was shown of the file is now out of date, so it
+                # must read the file again before writing it whole.
+                write_atomically(target, renamed.encode("utf-8"))
+                changed.append(rel)
+    return changed
 
 
 def run_lint_command(command: str, root: Path, rel: str, timeout: float | None = None) -> list[str]:

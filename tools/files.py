@@ -34,7 +34,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
-from tools.base import ToolContext, ToolError, ToolResult
+from tools.base import TASK_TEXT, ToolContext, ToolError, ToolResult
 from tools.definition_edit import definitions_change
 from tools.edit_lint import add_missing_imports, imports_note, lint_baseline, report_lint
 from tools.edit_matching import apply_edit
@@ -295,7 +295,6 @@ class WriteFile:
         return report_lint(ctx, result, path, rel, before if st is not None else None, content, baseline)
 
 
-TASK_TEXT = "task.text"  # ToolContext.state key: the task as the user gave it (front ends set it)
 TOP_LEVEL_DEFINITION = re.compile(r"^(?:async[ \t]+)?(?:def|class|function|func|fn)[ \t]+(\w+)", re.M)
 
 

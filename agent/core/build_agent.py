@@ -118,6 +118,7 @@ async def build_agent(
             shown_limit=context.cap_limit(),
             lint=settings.lint,
             lint_command=settings.lint_command,
+            edits_unasked=lambda: permissions.mode in ("auto-edit", "full-auto"),
         ),
         permissions=permissions,
         system_prompt=system_prompt(workbench.workspace, protocol.mode),

@@ -553,7 +553,7 @@ async def test_a_rename_in_one_file_is_answered_with_the_command_that_renames_ev
     )  # fmt: skip
     command = "sed -i 's/\\bwant_bytes\\b/to_bytes/g' sign.py"
     with ScriptedServer([rename, answer(f"{FENCE}bash", command, FENCE), answer("Renamed.")]) as server:
-        outcome = await Run(server, repo, actions="blocks")("rename want_bytes to to_bytes everywhere")
+        outcome = await Run(server, repo, actions="blocks")("give want_bytes a clearer name, everywhere")
         told = server.requests[1]["messages"][-1]["content"]
     assert "`want_bytes` is no longer defined in enc.py, but 2 lines in 1 file still use it:" in told
     # The command last, where the model starts writing: it copies the nearest block.
@@ -561,5 +561,22 @@ async def test_a_rename_in_one_file_is_answered_with_the_command_that_renames_ev
         f"Act now: to rename every use left, run this bash block:\n{FENCE}bash\n{command}\n{FENCE}\n"
         "Nothing changes unless you write the block. When the task is done, answer without any block."
     )
+    assert outcome.status == "completed"
+    assert (repo / "sign.py").read_text() == "from enc import to_bytes\n\nprint(to_bytes('a'))\n"
+
+
+async def test_a_rename_the_task_asks_for_is_carried_to_every_use_in_full_auto(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    (repo / "enc.py").write_text("def want_bytes(s):\n    return s.encode()\n")
+    (repo / "sign.py").write_text("from enc import want_bytes\n\nprint(want_bytes('a'))\n")
+    rename = answer(
+        "enc.py", f"{FENCE}python", "<<<<<<< SEARCH", "def want_bytes(s):", "=======", "def to_bytes(s):",
+        ">>>>>>> REPLACE", FENCE,
+    )  # fmt: skip
+    with ScriptedServer([rename, answer("Renamed.")]) as server:
+        outcome = await Run(server, repo, actions="blocks")("Rename want_bytes to to_bytes everywhere.")
+        told = server.requests[1]["messages"][-1]["content"]
+    assert "so its other uses were renamed too: 2 lines in sign.py." in told
+    assert "Go on with the task." in told and "Fix what failed" not in told
     assert outcome.status == "completed"
     assert (repo / "sign.py").read_text() == "from enc import to_bytes\n\nprint(to_bytes('a'))\n"

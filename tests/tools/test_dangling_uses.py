@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tools.base import ToolContext
+from tools.base import TASK_TEXT, ToolContext
 from tools.dangling_uses import renamed
 from tools.files import EditArgs, EditFile, WriteArgs, WriteFile
 from tools.shown import mark_shown_whole
@@ -103,3 +103,42 @@ def test_a_rename_is_one_definition_replaced_by_one_of_the_same_kind():
     assert renamed("X = 1\ny: int = 2\n", "Z = 1\ny: int = 2\n") == (["X"], "Z")
     assert renamed("def a(): pass\n", "def a(): pass\ndef b(): pass\n") == ([], None)
     assert renamed("def a(:\n", "def b(): pass\n") == ([], None)  # nothing to compare with
+
+
+async def test_a_rename_the_task_asks_for_is_carried_to_every_use_when_edits_run_unasked(ctx: ToolContext):
+    package(ctx)
+    root = ctx.workspace.root
+    ctx.state[TASK_TEXT] = "Rename the function `want_bytes` in pkg/encoding.py to `to_bytes`, everywhere."
+    ctx.edits_unasked = lambda: True
+    edit = EditArgs(path="pkg/encoding.py", old_string="def want_bytes(s):", new_string="def to_bytes(s):")
+    result = await EditFile().run(edit, ctx)
+    assert result.ok and "problems" not in result.output and "rename_command" not in result.display
+    assert result.output.endswith(
+        "The task renames `want_bytes` to `to_bytes`, so its other uses were renamed too: 5 lines in "
+        "pkg/__init__.py, pkg/signer.py, tests/test_encoding.py."
+    )
+    assert result.display["renamed"] == ["pkg/__init__.py", "pkg/signer.py", "tests/test_encoding.py"]
+    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+                           cwd=root, capture_output=True, text=True)  # fmt: skip
+    assert tests.returncode == 0, tests.stdout
+    assert (root / "other.py").read_text().count("want_bytes") == 2  # their own: left alone
+    assert (root / "local.py").read_text().count("want_bytes") == 2
+
+
+async def test_a_rename_is_only_suggested_when_edits_ask_or_the_task_does_not_name_it(ctx: ToolContext):
+    package(ctx)
+    ctx.state[TASK_TEXT] = "Rename `want_bytes` to `to_bytes`."
+    ctx.edits_unasked = lambda: False  # approval "ask": the user approves each file
+    edit = EditArgs(path="pkg/encoding.py", old_string="def want_bytes(s):", new_string="def to_bytes(s):")
+    result = await EditFile().run(edit, ctx)
+    assert "rename_command" in result.display and "renamed" not in result.display
+    assert "from .encoding import want_bytes" in (ctx.workspace.root / "pkg/signer.py").read_text()
+
+    ctx.edits_unasked = lambda: True
+    ctx.state[TASK_TEXT] = "Tidy pkg/encoding.py."  # a rename the task does not ask for
+    edit = EditArgs(path="pkg/encoding.py", old_string="def to_bytes(s):", new_string="def want_bytes(s):")
+    await EditFile().run(edit, ctx)  # back as it was
+    edit = EditArgs(path="pkg/encoding.py", old_string="def want_bytes(s):", new_string="def as_bytes(s):")
+    result = await EditFile().run(edit, ctx)
+    assert "rename_command" in result.display and "renamed" not in result.display
+    assert "from .encoding import want_bytes" in (ctx.workspace.root / "pkg/signer.py").read_text()
