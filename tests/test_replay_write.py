@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # a subprocess that imports the agent: about 2 s
 def test_a_recorded_write_is_replayed_and_the_task_check_judges_it(tmp_path):
     session = tmp_path / "session.jsonl"
     call = {"type": "tool.call", "turn": 1, "call_id": "block_1", "name": "write_file",

@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tools.base import TASK_TEXT, ToolContext
 from tools.dangling_uses import renamed
 from tools.files import EditArgs, EditFile, WriteArgs, WriteFile
@@ -35,6 +37,7 @@ def package(ctx: ToolContext) -> None:
     mark_shown_whole(ctx.state, root / "pkg/encoding.py")
 
 
+@pytest.mark.slow  # the package's tests run in a subprocess
 async def test_a_rename_in_one_file_lists_every_use_left_and_its_command_renames_them(ctx: ToolContext):
     package(ctx)
     root = ctx.workspace.root
@@ -105,6 +108,7 @@ def test_a_rename_is_one_definition_replaced_by_one_of_the_same_kind():
     assert renamed("def a(:\n", "def b(): pass\n") == ([], None)  # nothing to compare with
 
 
+@pytest.mark.slow  # the package's tests run in a subprocess
 async def test_a_rename_the_task_asks_for_is_carried_to_every_use_when_edits_run_unasked(ctx: ToolContext):
     package(ctx)
     root = ctx.workspace.root
