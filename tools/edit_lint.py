@@ -161,6 +161,8 @@ def _carry_rename(ctx: ToolContext, old: str, new: str, left: list[dangling_uses
     word, changed = re.compile(rf"\b{re.escape(old)}\b"), []
     for rel in dict.fromkeys(use.path for use in left):
         target = ctx.workspace.root / rel
+        if target.is_symlink():
+            continue  # written through, it would change a file elsewhere; replaced, the link is gone
         with contextlib.suppress(OSError, UnicodeError):
             text = target.read_bytes().decode("utf-8")
             renamed = word.sub(new, text)
