@@ -146,3 +146,19 @@ async def test_a_rename_is_only_suggested_when_edits_ask_or_the_task_does_not_na
     result = await EditFile().run(edit, ctx)
     assert "rename_command" in result.display and "renamed" not in result.display
     assert "from .encoding import want_bytes" in (ctx.workspace.root / "pkg/signer.py").read_text()
+
+
+async def test_a_carried_rename_leaves_a_symlinked_file_and_what_it_points_to_alone(
+    ctx: ToolContext, tmp_path
+):
+    package(ctx)
+    outside = tmp_path / "elsewhere.py"
+    outside.write_text("from pkg.encoding import want_bytes\n")
+    (ctx.workspace.root / "linked.py").symlink_to(outside)
+    ctx.state[TASK_TEXT] = "Rename `want_bytes` to `to_bytes`."
+    ctx.edits_unasked = lambda: True
+    edit = EditArgs(path="pkg/encoding.py", old_string="def want_bytes(s):", new_string="def to_bytes(s):")
+    result = await EditFile().run(edit, ctx)
+    assert "linked.py" not in result.display["renamed"] and "pkg/signer.py" in result.display["renamed"]
+    assert (ctx.workspace.root / "linked.py").is_symlink()
+    assert outside.read_text() == "from pkg.encoding import want_bytes\n"
