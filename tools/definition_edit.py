@@ -47,10 +47,14 @@ def may_write_definition(first: str, path: Path, shown: set[str]) -> bool:
 _DEFINITION = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
-def definitions_change(current: str, block: str, shown: set[str]) -> tuple[str, str] | None:
+def definitions_change(current: str, block: str, shown: set[str], task: str = "") -> tuple[str, str] | None:
     """(the file with `block`'s definitions in place, what was done) when `block` holds only top-level
     functions and classes (at most MAX_DEFINITIONS), each either shown to the model (`shown`) and
-    defined once at the top level of `current`, or new; None when the block is anything else."""
+    defined once at the top level of `current`, or new; None when the block is anything else.
+
+    A new definition whose name the task gives to one shown definition it names (the only such one:
+    "rename `super_len` to `body_length`") replaces that one: the 1.5B wrote the renamed function as a
+    block, which was added beside the old one (real-requests-rename-super-len, 2026-12-06)."""
     try:
         old_tree, new_tree = ast.parse(current), ast.parse(block)
     except (SyntaxError, ValueError):
@@ -66,12 +70,12 @@ def definitions_change(current: str, block: str, shown: set[str]) -> tuple[str, 
     replaced, added, spans = [], [], []
     for node in news:
         text = "\n".join(block_lines[_first_line(node) - 1 : node.end_lineno])
-        olds = tops.get(node.name, [])
-        if len(olds) > 1 or (olds and node.name not in shown):
+        olds = tops.get(node.name, []) or tops.get(_renamed_from(node.name, shown, tops, task), [])
+        if len(olds) > 1 or (olds and olds[0].name not in shown):
             return None  # two definitions of the name, or one the model never read: not guessed at
         if olds:
             spans.append((_first_line(olds[0]), olds[0].end_lineno or 0, text))
-            replaced.append(node.name)
+            replaced.append(node.name if olds[0].name == node.name else f"{olds[0].name}` by `{node.name}")
         elif _is_method(node):
             return None  # `def __call__(self, ...)` alone: a method of a class, not a new function
         else:
@@ -91,6 +95,18 @@ def definitions_change(current: str, block: str, shown: set[str]) -> tuple[str, 
         said.append("added " + ", ".join(f"`{name}`" for name in new_names) + " at the end")
     ending = "\n" if current.endswith("\n") or not current else ""
     return "\n".join(lines) + ending, " and ".join(said)
+
+
+def _renamed_from(name: str, shown: set[str], tops: dict[str, list[ast.stmt]], task: str) -> str:
+    """The one shown definition of the file that a task naming `name` renames to it, or ''."""
+    if not task or not _names(task, name):
+        return ""
+    candidates = [old for old in shown if old in tops and old != name and _names(task, old)]
+    return candidates[0] if len(candidates) == 1 else ""
+
+
+def _names(task: str, name: str) -> bool:
+    return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", task) is not None
 
 
 def _first_line(node: ast.stmt) -> int:

@@ -257,8 +257,9 @@ class WriteFile:
             except ToolError:
                 # Not read whole: only a block of definitions the model was shown may go in.
                 changed = rel.endswith(".py") and definitions_change(
-                    old.text, content.replace("\r\n", "\n"), shown_definitions(ctx.state, path)
-                )
+                    old.text, content.replace("\r\n", "\n"), shown_definitions(ctx.state, path),
+                    str(ctx.state.get(TASK_TEXT, "")),
+                )  # fmt: skip
                 if not changed:
                     raise
                 content, partly = changed

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools.base import ToolContext, ToolError
+from tools.base import TASK_TEXT, ToolContext, ToolError
 from tools.definition_edit import definitions_change
 from tools.files import WriteArgs, WriteFile
 from tools.shown import mark_shown_definitions
@@ -69,3 +69,27 @@ async def test_the_same_definitions_written_back_change_nothing_and_say_so(ctx: 
     mark_shown_definitions(ctx.state, path, ["other"])
     with pytest.raises(ToolError, match=r"exactly as they are in validators\.py"):
         await WriteFile().run(WriteArgs(path="validators.py", content="def other(x):\n    return x\n"), ctx)
+
+
+def test_a_new_definition_the_task_renames_a_shown_one_to_replaces_that_one():
+    task = "Rename the function `other` to `another`; update every use."
+    new, said = definitions_change(CURRENT, "def another(x):\n    return x\n", {"other", "lt"}, task)
+    assert new == CURRENT.replace("def other(x):", "def another(x):")
+    assert said == "replaced `other` by `another` where it stood"
+    # Without a task asking for it, the same block is a new function beside the old one.
+    added, _ = definitions_change(CURRENT, "def another(x):\n    return x\n", {"other", "lt"})
+    assert "def other(x):" in added and added.endswith("def another(x):\n    return x\n")
+
+
+async def test_a_rename_written_as_a_definition_block_is_carried_to_its_users(ctx: ToolContext):
+    root = ctx.workspace.root
+    (root / "validators.py").write_text(CURRENT)
+    (root / "user.py").write_text("from validators import other\n\nprint(other(1))\n")
+    mark_shown_definitions(ctx.state, root / "validators.py", ["other"])
+    ctx.state[TASK_TEXT] = "Rename the function `other` in validators.py to `another`, everywhere."
+    ctx.edits_unasked = lambda: True
+    block = "def another(x):\n    return x\n"
+    result = await WriteFile().run(WriteArgs(path="validators.py", content=block), ctx)
+    assert result.output.startswith("Changed validators.py: replaced `other` by `another` where it stood")
+    assert (root / "validators.py").read_text() == CURRENT.replace("def other(x):", "def another(x):")
+    assert (root / "user.py").read_text() == "from validators import another\n\nprint(another(1))\n"
