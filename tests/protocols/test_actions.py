@@ -543,7 +543,8 @@ def test_with_the_plan_step_a_failed_check_asks_for_the_cause_first_then_for_the
     )
 
 
-async def test_a_rename_in_one_file_is_answered_with_the_command_that_renames_every_use_left(tmp_path):
+def renaming_repo(tmp_path) -> tuple:
+    """A module whose function another module imports, and the answer renaming it in its own file."""
     repo = git_repo(tmp_path / "repo")
     (repo / "enc.py").write_text("def want_bytes(s):\n    return s.encode()\n")
     (repo / "sign.py").write_text("from enc import want_bytes\n\nprint(want_bytes('a'))\n")
@@ -551,6 +552,11 @@ async def test_a_rename_in_one_file_is_answered_with_the_command_that_renames_ev
         "enc.py", f"{FENCE}python", "<<<<<<< SEARCH", "def want_bytes(s):", "=======", "def to_bytes(s):",
         ">>>>>>> REPLACE", FENCE,
     )  # fmt: skip
+    return repo, rename
+
+
+async def test_a_rename_in_one_file_is_answered_with_the_command_that_renames_every_use_left(tmp_path):
+    repo, rename = renaming_repo(tmp_path)
     command = "sed -i 's/\\bwant_bytes\\b/to_bytes/g' sign.py"
     with ScriptedServer([rename, answer(f"{FENCE}bash", command, FENCE), answer("Renamed.")]) as server:
         outcome = await Run(server, repo, actions="blocks")("give want_bytes a clearer name, everywhere")
@@ -566,13 +572,7 @@ async def test_a_rename_in_one_file_is_answered_with_the_command_that_renames_ev
 
 
 async def test_a_rename_the_task_asks_for_is_carried_to_every_use_in_full_auto(tmp_path):
-    repo = git_repo(tmp_path / "repo")
-    (repo / "enc.py").write_text("def want_bytes(s):\n    return s.encode()\n")
-    (repo / "sign.py").write_text("from enc import want_bytes\n\nprint(want_bytes('a'))\n")
-    rename = answer(
-        "enc.py", f"{FENCE}python", "<<<<<<< SEARCH", "def want_bytes(s):", "=======", "def to_bytes(s):",
-        ">>>>>>> REPLACE", FENCE,
-    )  # fmt: skip
+    repo, rename = renaming_repo(tmp_path)
     with ScriptedServer([rename, answer("Renamed.")]) as server:
         outcome = await Run(server, repo, actions="blocks")("Rename want_bytes to to_bytes everywhere.")
         told = server.requests[1]["messages"][-1]["content"]
