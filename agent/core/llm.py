@@ -20,7 +20,7 @@ import asyncio
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -345,6 +345,8 @@ class ModelClient:
         self.cache_watch = CacheWatch()
         self._counters_after: dict[str, float] | None = None  # the server's, after our last request
         self._log_read = _log_size(endpoint.server_log)
+        # Awaited with the first request's body before it is sent, once (agent/session/shared_prefill.py).
+        self.before_first: Callable[[dict[str, Any]], Awaitable[None]] | None = None
 
     def take_notices(self) -> list[str]:
         taken, self.notices = self.notices, []
@@ -403,6 +405,27 @@ class ModelClient:
                 response.raise_for_status()
         return response.json()
 
+    async def prefill(self, request: dict[str, Any], slot: int, timeout: float) -> int:
+        """Process `request`'s prompt into `slot`, and stop after one token: a slot that a copy
+        (`copy_slot`) then serves. The prompt's tokens."""
+        body = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
+        body.update(stream=False, max_tokens=1, id_slot=slot, cache_prompt=True)
+        response = await self._http.post(
+            self.endpoint.base_url + "/chat/completions", json=body, timeout=timeout
+        )
+        response.raise_for_status()
+        return int(response.json().get("usage", {}).get("prompt_tokens") or 0)
+
+    async def copy_slot(self, source: int, targets: Iterable[int], filename: str) -> None:
+        """Copy the cache of slot `source` into each of `targets`: llama-server saves it as `filename`
+        in its `--slot-save-path` folder, then restores it into each."""
+        root = self.endpoint.base_url.removesuffix("/v1")
+        for slot, action in [(source, "save"), *((target, "restore") for target in targets)]:
+            response = await self._http.post(
+                f"{root}/slots/{slot}", params={"action": action}, json={"filename": filename}, timeout=120
+            )
+            response.raise_for_status()
+
     async def _server_counters(self) -> dict[str, float] | None:
         if not self._metrics_ok:
             return None
@@ -455,6 +478,9 @@ class ModelClient:
         prompt changed on purpose since the last request (prompt_cache.COMPACTION, .RESUMED)."""
         model = await self.model_name()
         request = self._request(messages, tools or [], tool_choice, overrides)
+        if self.before_first is not None:
+            hook, self.before_first = self.before_first, None
+            await hook({"model": model, **request})
         before = await self._server_counters()
         server = ServerSide(foreign_tokens=_tokens_between(self._counters_after, before))
         started = time.monotonic()

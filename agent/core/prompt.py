@@ -54,6 +54,11 @@ def environment_note(workspace: Path, git_summary: str | None) -> str:
 def user_message(
     task: str, workspace: Path, git_summary: str | None, files: str = "", reminder: str = "", note: str = ""
 ) -> str:
-    """The environment note, the files, the task, a `note` on it (a fresh start's), the reminder."""
-    parts = [environment_note(workspace, git_summary), files, task.strip(), note, reminder]
+    """The files, the environment note, the task, a `note` on it (a fresh start's), the reminder.
+
+    The files come first: attempts at one task (agent/session/attempts.py) work in worktrees at
+    different paths, and with the path after the files, their first prompts are the same bytes up to
+    the environment note, so that one prefill of the repository serves all of them
+    (agent/session/shared_prefill.py)."""
+    parts = [files, environment_note(workspace, git_summary), task.strip(), note, reminder]
     return "\n\n".join(p for p in parts if p)

@@ -196,6 +196,8 @@ def plan_launch(
     port = port or profile.port
     raw = profile.server_args(str(model), str(draft) if draft else None, str(template) if template else None)
     raw += ["--host", host, "--port", str(port)]
+    if slots > 1 and caps.accepts("--slot-save-path"):
+        raw += ["--slot-save-path", str(slot_save_dir(paths.state_dir))]
     translated = translate_args(raw, caps, profile.name)
     notes = [offload_note] if offload_note else []
     if translated.notes:
@@ -232,6 +234,14 @@ def plan_launch(
             _check_slots_fit(plan.preflight.memory, slots, profile)
         notes += plan.preflight.notes()
     return plan
+
+
+def slot_save_dir(state_dir: Path) -> Path:
+    """Where a server with several slots saves a slot for another to restore (`--slot-save-path`):
+    the attempts' shared prefill (agent/session/shared_prefill.py) copies one slot to the others."""
+    folder = state_dir / "slots"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def with_slots(profile: ServerProfile, slots: int) -> ServerProfile:

@@ -39,6 +39,7 @@ from agent.errors import ConfigError
 from agent.events import AttemptsFinished, ErrorEvent, Event, Notice
 from agent.session.connect import Connection, connect
 from agent.session.live import open_session
+from agent.session.shared_prefill import SharedPrefill
 from agent.session.task_run import (
     EXIT,
     PreparedTask,
@@ -132,8 +133,9 @@ async def run_attempts(
         stack.callback(trees.remove)  # registered after the server: removed first, whatever happens
         attempt_trees = trees.create(count)
         await _say_slots(connection, count, emit)
+        shared = SharedPrefill(connection, count, run_id, emit)
         started = time.monotonic()
-        results, interrupted = await _race(prep, connection, attempt_trees, emit)
+        results, interrupted = await _race(prep, connection, attempt_trees, shared, emit)
         return _conclude(prep, trees, attempt_trees, results, interrupted, time.monotonic() - started, emit)
     raise AssertionError("unreachable")
 
@@ -154,7 +156,11 @@ async def _say_slots(connection: Connection, count: int, emit: Callable[[Event],
 
 
 async def _race(
-    prep: PreparedTask, connection: Connection, trees: list[AttemptTree], emit: Callable[[Event], None]
+    prep: PreparedTask,
+    connection: Connection,
+    trees: list[AttemptTree],
+    shared: SharedPrefill,
+    emit: Callable[[Event], None],
 ) -> tuple[dict[int, AttemptResult], int | None]:
     """Run the attempts until one passes (the others are cancelled) or all end; SIGINT and SIGTERM
     cancel them all. The results by attempt, and the signal that interrupted the run, if one did."""
@@ -162,7 +168,7 @@ async def _race(
     received: list[int] = []
 
     async def race() -> None:
-        tasks = [asyncio.ensure_future(_attempt(prep, connection, tree, results[tree.number], emit))
+        tasks = [asyncio.ensure_future(_attempt(prep, connection, tree, results[tree.number], shared, emit))
                  for tree in trees]  # fmt: skip
         pending = set(tasks)
         try:
@@ -174,6 +180,7 @@ async def _race(
             for task in pending:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            await shared.close()
 
     try:
         await run_interruptible(race(), None, received)
@@ -187,6 +194,7 @@ async def _attempt(
     connection: Connection,
     tree: AttemptTree,
     result: AttemptResult,
+    shared: SharedPrefill,
     emit: Callable[[Event], None],
 ) -> None:
     """One attempt: a session in its worktree, worked until its check passes or it stops; `result` is
@@ -205,6 +213,7 @@ async def _attempt(
         async with open_session(setup, tagged) as live:
             result.session_id = live.session_id
             result.set_aside = live.workbench.set_aside  # (the same list: a cancelled attempt's too)
+            shared.attach(live.client)
             agent = live.agent
             ways = 2 if agent.actions.can_plan else 1
             if agent.actions.can_plan:

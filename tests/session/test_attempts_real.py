@@ -67,3 +67,35 @@ def test_a_server_killed_mid_run_ends_every_attempt_and_leaves_no_worktree(
     assert finished["winner"] is None
     assert worktrees(repo) == [f"worktree {repo}"]
     assert not (isolated_state / "attempts").exists() or not any((isolated_state / "attempts").iterdir())
+
+
+def test_the_attempts_share_one_prefill_of_their_first_prompt(tmp_path, isolated_state, embedded):
+    """The first prompts differ only after the repository (each worktree's path comes later): one
+    slot prefills, the others get a copy, and each attempt's first request then finds the shared
+    part in its slot: the server processes only the tail."""
+    repo = git_repo(tmp_path / "repo")
+    (repo / "notes.py").write_text("".join(f"def note_{i}(x):\n    return x + {i}\n\n" for i in range(60)))
+    profile = fault_profile(isolated_state, max_tokens=16)
+    # Gemma 3 attends through a sliding window: without --swa-full its cache keeps only the prompt's
+    # last 512 tokens, and a prefix shorter than the cached prompt is processed again (FACTS.md).
+    toml = isolated_state.parent / "config" / "profiles" / f"{profile}.toml"
+    toml.write_text(toml.read_text().replace('"--metrics"]', '"--metrics", "--swa-full"]'))
+    proc = start_agent(str(task(tmp_path, check="false", max_turns=1)), "-p", profile, "--workdir", str(repo),
+                       "--attempts", "2", "--json")  # fmt: skip
+    with finally_gone(isolated_state) as seen:
+        record = agent_server(isolated_state, proc)
+        seen.append(record)
+        out, err = proc.communicate(timeout=300)
+    events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    notices = [e["message"] for e in events if e["type"] == "notice"]
+    shared = next((n for n in notices if n.startswith("one prefill of")), None)
+    assert shared, f"no shared prefill: {notices}\n{err[-2000:]}"
+    prompt_tokens = int(shared.split()[3].replace(",", ""))
+    assert prompt_tokens > 1000, shared
+    assert "serves the 2 attempts" in shared
+    first_turns = [e for e in events if e["type"] == "turn.completed" and e.get("turn") == 1]
+    assert sorted(e["attempt"] for e in first_turns) == [1, 2], out[-3000:]
+    for turn in first_turns:  # each slot processed only what follows the shared part
+        stats = turn["stats"]
+        assert stats["prompt_tokens"] > 1000 and stats["prompt_n"] < 200, stats
+    assert not any((isolated_state / "slots").iterdir())  # the copy is gone once restored
