@@ -9,8 +9,9 @@ prompt processed into slot 0 alone (one token generated), llama-server saves tha
 `--slot-save-path` folder and restores it into the other slots, and only then do the attempts'
 requests go, each finding the shared part already in whichever slot it gets.
 
-It needs a server this run started (with the folder: agent/server/launch_plan.py) and no draft
-model (a restore fills the main model's cache only). Anything that fails on the way is said, and the
+It needs a server that the agent started with slots, and so with that folder
+(agent/server/launch_plan.py): this run's, or the one `agent bench --attempts` runs it on. And no
+draft model (a restore fills the main model's cache only). Anything that fails on the way is said, and the
 attempts then prefill as before: the sharing saves time, and is never what an attempt depends on.
 """
 
@@ -40,7 +41,7 @@ class SharedPrefill:
     def folder(self) -> Path | None:
         """The server's slot folder, where this run may share: None where it may not."""
         handle, spec = self.connection.handle, self.connection.profile.speculative
-        if self.slots < 2 or handle is None or not self.connection.owned or (spec and spec.draft_model):
+        if self.slots < 2 or handle is None or (spec and spec.draft_model):
             return None
         found = flag_value(handle.record.argv, "--slot-save-path")
         return Path(found) if found else None
