@@ -15,6 +15,7 @@ from agent.server.dialect import BinaryCapabilities, read_capabilities, translat
 from agent.server.embedded_model import embedded_key, lookup_embedded_model
 from agent.server.gpu import list_devices
 from agent.server.preflight.checks import preflight, template_in_args
+from agent.server.preflight.gguf import read_gguf_header
 from agent.server.preflight.memory import flag_value
 from agent.server.preflight.report import DraftError, Memory, PreflightReport
 from agent.server.profiles import EMBEDDED, LOOPBACK_HOSTS, ServerProfile
@@ -196,7 +197,7 @@ def plan_launch(
     port = port or profile.port
     raw = profile.server_args(str(model), str(draft) if draft else None, str(template) if template else None)
     raw += ["--host", host, "--port", str(port)]
-    if slots > 1 and caps.accepts("--slot-save-path"):
+    if slots > 1 and caps.accepts("--slot-save-path") and prefix_reusable(model, raw):
         raw += ["--slot-save-path", str(slot_save_dir(paths.state_dir))]
     translated = translate_args(raw, caps, profile.name)
     notes = [offload_note] if offload_note else []
@@ -234,6 +235,19 @@ def plan_launch(
             _check_slots_fit(plan.preflight.memory, slots, profile)
         notes += plan.preflight.notes()
     return plan
+
+
+def prefix_reusable(model: Path, argv: list[str]) -> bool:
+    """Whether a cached prompt serves a longer one that parts from it before its end: not where the
+    model attends through a sliding window (the cache keeps only its last window, unless
+    `--swa-full`) or has recurrent layers (a state, not a cache per token; FACTS.md)."""
+    try:
+        header = read_gguf_header(model)
+    except Exception:  # not a GGUF we can read: the preflight says why; no sharing
+        return False
+    if header.arch("ssm.conv_kernel") is not None or header.arch("ssm.state_size") is not None:
+        return False
+    return header.arch("attention.sliding_window") is None or "--swa-full" in argv
 
 
 def slot_save_dir(state_dir: Path) -> Path:

@@ -15,7 +15,8 @@ gets stuck with time left starts afresh within its worktree, as a single line do
 the attempts without a plan ended stuck after 50-150 s of their 300 in 6 tasks of 14, and their
 slots stood idle from then on.
 
-The winner's change is applied to the workspace as one patch, after a checkpoint (`agent undo` takes
+Their first prompts share the repository and the task, prefilled once and copied to every slot
+(agent/session/shared_prefill.py). The winner's change is applied to the workspace as one patch, after a checkpoint (`agent undo` takes
 it back). The others are cancelled, which closes their streams, and so stops their generation on the
 server. When none passes, the workspace is left as it was, and each attempt that changed something is
 kept as a branch, as are its stuck lines (when one passes, those of every attempt go). Whatever

@@ -20,13 +20,14 @@ import pytest
 
 from agent.errors import ServerError
 from agent.protocols.edit_blocks.prompt import PLAN_TASK
-from agent.server.launch_plan import _check_slots_fit, with_slots
+from agent.server.launch_plan import _check_slots_fit, prefix_reusable, with_slots
 from agent.server.preflight.report import Memory
 from agent.server.profiles import ServerProfile
 from agent.session.ways import SEED_PER_ATTEMPT, fresh_start, plans_first, sampling_for
 from tests.core.test_loop import git_repo
 from tests.faults import start_agent, wait_until
 from tests.frontends.test_headless import SCHEMA, agent, task_file
+from tests.gguf_files import write_gguf
 from tests.scripted_server import ScriptedServer
 
 CHECK = f"{sys.executable} -c 'from add import add; assert add(2, 3) == 5, add(2, 3)'"
@@ -274,6 +275,18 @@ def test_slots_give_each_slot_the_profiles_context():
     profile = ServerProfile(name="p", model="m.gguf", ctx_size=16384, args=["-np", "1", "--jinja"])
     slotted = with_slots(profile, 4)
     assert slotted.args == ["--jinja", "-np", "4"] and slotted.ctx_size == 65536
+
+
+def test_a_prompt_prefix_is_shared_across_slots_only_where_the_model_can_reuse_one(tmp_path):
+    """Sliding-window attention keeps the last window only (unless --swa-full), and recurrent layers
+    keep a state: there a copied prefix would be processed again, so the slot folder is not asked for."""
+    plain = write_gguf(tmp_path / "qwen2.gguf", "qwen2")
+    windowed = write_gguf(tmp_path / "gemma3.gguf", "gemma3", extra={"gemma3.attention.sliding_window": 512})
+    recurrent = write_gguf(tmp_path / "mamba.gguf", "mamba", extra={"mamba.ssm.conv_kernel": 4})
+    assert prefix_reusable(plain, ["--jinja"])
+    assert not prefix_reusable(windowed, ["--jinja"]) and prefix_reusable(windowed, ["--swa-full"])
+    assert not prefix_reusable(recurrent, ["--swa-full"])
+    assert not prefix_reusable(tmp_path / "missing.gguf", [])
 
 
 def test_slots_that_do_not_fit_are_refused_saying_how_many_do():
