@@ -62,7 +62,9 @@ def top_level_names(text: str) -> dict[str, str] | None:
 def renamed(before: str | None, after: str) -> tuple[list[str], str | None]:
     """The top-level names `before` defined and `after` does not, and the name that took their place
     when the edit replaced exactly one definition by one new one of the same kind (a rename)."""
-    old, new = (top_level_names(before) if before else None), top_level_names(after)
+    if before is None or _top_lines(before) <= _top_lines(after):
+        return [], None  # every top-level statement's first line is still there: no name can be gone
+    old, new = top_level_names(before), top_level_names(after)
     if old is None or new is None:
         return [], None
     gone = [name for name in old if name not in new]
@@ -70,6 +72,12 @@ def renamed(before: str | None, after: str) -> tuple[list[str], str | None]:
     if len(gone) == 1 and len(added) == 1 and old[gone[0]] == new[added[0]]:
         return gone, added[0]
     return gone, None
+
+
+def _top_lines(text: str) -> set[str]:
+    """The lines at column 0 that may begin a statement: a cheap test before two parses, since most
+    edits change only the bodies of functions (indented)."""
+    return {line for line in text.splitlines() if line[:1] not in ("", " ", "\t", "#", ")", "]", "}")}
 
 
 def uses(name: str, files: list[Path], root: Path, edited: Path) -> list[Use]:
