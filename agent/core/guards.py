@@ -38,6 +38,7 @@ class RepeatGuard:
         self.last_answer, self.same_answers = "", 0
         self.refused = 0  # answers in a row of which nothing could be applied
         self.seen: set[str] = set()  # every answer of this task
+        self.repeats = 0  # answers in a row that each repeat an earlier one (not only the last)
         self.nudge: dict[str, Any] = {}  # request overrides for the next request
 
     def warm(self) -> None:
@@ -54,10 +55,18 @@ class RepeatGuard:
         self.last_answer = content
         given_before = bool(content.strip()) and content in self.seen
         self.seen.add(content)
+        self.repeats = self.repeats + 1 if given_before else 0
         self.nudge = dict(WARMER) if given_before else {}
         if self.same_answers >= REPEAT_LIMIT - 1:
             raise StopTask(
                 "repeated", f"the model gave the same answer {REPEAT_LIMIT} times; stopping this task"
+            )
+        # Two refused answers in turn, A B A A B B A...: no answer three times in a row, and no call
+        # failing three times in a row either; an attempt of run T spent 13 turns and 440 s so.
+        if self.repeats >= REPEAT_LIMIT:
+            raise StopTask(
+                "repeated",
+                f"the model's last {REPEAT_LIMIT} answers each repeated an earlier one; stopping this task",
             )
         if self.refused >= REPEAT_LIMIT:
             raise StopTask(

@@ -260,6 +260,18 @@ async def test_an_answer_repeated_word_for_word_is_retried_warmer_then_stops_the
     assert temperatures == [None, None, 0.7]  # the profile's own temperature, until the answer repeats
 
 
+async def test_two_failing_answers_given_in_turn_stop_the_task(tmp_path):
+    """Run T (real attrs task): the 1.5B sent two refused answers in turn, A B A A B B A..., for 13
+    turns; no answer came three times in a row, and no call failed three times in a row. Three answers
+    in a row that each repeat an earlier one stop the line (and a stuck attempt then starts afresh)."""
+    repo = git_repo(tmp_path / "repo")
+    first, second = (answer(f"{FENCE}bash", f"echo {word}; exit 1", FENCE) for word in ("one", "two"))
+    with ScriptedServer([first, second, first, first, second, answer("Done.")]) as server:
+        outcome = await Run(server, repo, actions="blocks")()
+        assert len(server.requests) == 5
+    assert outcome.status == "repeated" and "last 3 answers each repeated an earlier one" in outcome.error
+
+
 async def test_three_answers_in_a_row_that_apply_nothing_stop_the_task_though_each_is_worded_anew(tmp_path):
     """Sampled warmer, the 1.5B sends the same file back unchanged with other words around it: no two
     answers alike, so the word-for-word guard never fires; three refused answers in a row do."""
