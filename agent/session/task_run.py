@@ -243,8 +243,11 @@ async def work_with_fresh_starts(
     workdir = workdir or prep.workdir
     default_plan = agent.actions.plan_first
     base = prep.spec.sampling.model_dump(exclude_none=True)
+    # `typed`: the task's own words, as a front end gives what the person typed: the protocol reads the
+    # files the task names from them, not from the repository shown around them.
+    typed = prep.task.body if prep.task else ""
     outcome, check = await work_until_checked(
-        agent, prep.first_message(live), check_command, workdir, prep.rounds, live.emit
+        agent, prep.first_message(live), check_command, workdir, prep.rounds, live.emit, typed=typed
     )
     for number in range(1, fresh_starts + 1):
         stuck = outcome.status in ("completed", "repeated") and check is not None and not check.passed
@@ -268,7 +271,7 @@ async def work_with_fresh_starts(
         note = fresh_start_note(check, undone)
         message = task_message(live.workbench, prep.task.body, agent.actions, agent.context, note=note)
         outcome, check = await work_until_checked(
-            agent, message, check_command, workdir, prep.rounds, live.emit
+            agent, message, check_command, workdir, prep.rounds, live.emit, typed=typed
         )
     if check is not None and check.passed:
         live.workbench.drop_set_aside()  # the stuck lines' work: not wanted once one passed

@@ -64,7 +64,8 @@ class Run:
             **self.kw,
         )
         try:
-            return await self.agent.run(task_message(workbench, task, self.agent.actions, self.agent.context))
+            message = task_message(workbench, task, self.agent.actions, self.agent.context)
+            return await self.agent.run(message, task)  # (the task's own words, as front ends give them)
         finally:
             await client.close()
 

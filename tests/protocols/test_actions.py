@@ -250,6 +250,26 @@ async def test_the_prompts_example_folder_and_bare_names_of_existing_files_are_u
     assert not (repo / "path").exists() and not (repo / "util.py").exists()
 
 
+async def test_an_unknown_path_is_the_file_of_that_name_that_the_task_names(tmp_path):
+    """attrs has src/attr/validators.py (the code) and src/attrs/validators.py (a re-export): asked to
+    fix the first, the 1.5B wrote `path/to/attrs/validators.py`, whose tail is the second's."""
+    repo = git_repo(tmp_path / "repo")
+    for package, text in (
+        ("attr", "def lt(bound):\n    return bound\n"),
+        ("attrs", "from attr.validators import *\n"),
+    ):
+        (repo / "src" / package).mkdir(parents=True)
+        (repo / "src" / package / "validators.py").write_text(text)
+    edit = answer(
+        "path/to/attrs/validators.py", f"{FENCE}python", "<<<<<<< SEARCH", "    return bound", "=======",
+        "    return -bound", ">>>>>>> REPLACE", FENCE,
+    )  # fmt: skip
+    with ScriptedServer([edit, answer("Done.")]) as server:
+        await Run(server, repo, actions="blocks")("Fix the bug in `src/attr/validators.py`.")
+    assert (repo / "src" / "attr" / "validators.py").read_text() == "def lt(bound):\n    return -bound\n"
+    assert (repo / "src" / "attrs" / "validators.py").read_text() == "from attr.validators import *\n"
+
+
 async def test_an_answer_repeated_word_for_word_is_retried_warmer_then_stops_the_task(tmp_path):
     repo = git_repo(tmp_path / "repo")
     same = answer(f"{FENCE}bash", "echo again", FENCE)

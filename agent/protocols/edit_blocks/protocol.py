@@ -373,13 +373,19 @@ class BlockActions:
         except OutsideWorkspace:
             return action  # refused, with a message, by the tool layer
         if not exists:
-            # `attrs/validators.py` for src/attrs/validators.py: a path that ends an existing one is
-            # that file; else a bare name that exactly one file has.
+            # The one file of that name that the task names; else `attrs/validators.py` for
+            # src/attrs/validators.py: a path that ends an existing one is that file; else a bare name
+            # that exactly one file has. The task first: asked to fix src/attr/validators.py, the 1.5B
+            # wrote `path/to/attrs/validators.py` (the package's name), and src/attrs/validators.py,
+            # the 3-line module that re-exports it, got its class (run T).
             files = self._files()
             by_tail = [p for p in files if p.endswith("/" + path)]
             name = PurePosixPath(path).name
             same_name = [p for p in files if PurePosixPath(p).name == name]
-            if len(by_tail) == 1:
+            named = [p for p in same_name if re.search(rf"(?<![\w/.]){re.escape(p)}(?![\w/])", self.task)]
+            if len(named) == 1:
+                path = named[0]
+            elif len(by_tail) == 1:
                 path = by_tail[0]
             elif len(same_name) == 1:
                 path = same_name[0]
