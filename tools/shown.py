@@ -98,7 +98,7 @@ def check_shown_whole(ctx: ToolContext, path: Path, rel: str, st: os.stat_result
     shown = sorted(shown_definitions(ctx.state, path)) if rel.endswith(".py") else []
     only = (
         f" Or write only the functions or classes you change, each whole ({', '.join(shown[:5])} were shown "
-        "to you whole): they replace the ones in the file."
+        "to you whole): they replace the ones in the file, and a new one is added at its end."
         if shown
         else ""
     )

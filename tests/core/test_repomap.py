@@ -405,8 +405,8 @@ async def test_a_block_for_a_tail_of_a_long_files_path_means_that_file_and_is_re
     assert task.endswith(
         "Act now: to change src/pkg/utils.py, write its path alone on a line, then a fenced block holding "
         "only the functions or classes you change, each complete: as shown above, with your change in it. "
-        "They replace the ones in the file, and the rest of the file stays as it is. To create a new file, "
-        "write its path, then the complete file in a fenced block. Nothing changes unless you write the "
+        "They replace the ones in the file, a new one is added at its end, and the rest of the file stays as "
+        "it is. To create a new file, write its path, then the complete file in a fenced block. Nothing changes unless you write the "
         "blocks."
     )
     # The tail of the path meant the long file; a block of one new function is added at its end.

@@ -73,7 +73,8 @@ BLOCKS_REMINDER_PARTLY = (
 BLOCKS_REMINDER_DEFINITIONS = (
     "Act now: to change {files}, write its path alone on a line, then a fenced block holding only the "
     "functions or classes you change, each complete: as shown above, with your change in it. They replace "
-    "the ones in the file, and the rest of the file stays as it is. To create a new file, write its path, "
+    "the ones in the file, a new one is added at its end, and the rest of the file stays as it is. To "
+    "create a new file, write its path, "
     "then the complete file in a fenced block. Nothing changes unless you write the blocks."
 )
 # ...and after a failed check whose output points at lines of the project (shown with it).
