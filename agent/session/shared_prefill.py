@@ -4,15 +4,18 @@ Attempts at one task send the same system prompt, repository and task first (the
 with each worktree's own path, comes after the files: agent/core/prompt.py). Sent at once, each
 slot would process those same few thousand tokens itself: on 2 CPU cores four real-task prompts of
 4,200-5,700 tokens prefilled at 70-80 tokens/s in all, and an attempt's first answer came a median
-of 205 s into a 480 s task (docs/benchmarks.md, runs R and S). So the first attempt to ask has its
+of 369 s into a 480 s task (run S); with one prefill shared, 152 s (run T, docs/benchmarks.md).
+So the first attempt to ask has its
 prompt processed into slot 0 alone (one token generated), llama-server saves that slot to its
 `--slot-save-path` folder and restores it into the other slots, and only then do the attempts'
 requests go, each finding the shared part already in whichever slot it gets.
 
 It needs a server that the agent started with slots, and so with that folder
 (agent/server/launch_plan.py): this run's, or the one `agent bench --attempts` runs it on. And no
-draft model (a restore fills the main model's cache only). Anything that fails on the way is said, and the
-attempts then prefill as before: the sharing saves time, and is never what an attempt depends on.
+draft model (a restore fills the main model's cache only). Anything that fails on the way is said,
+and the attempts then prefill as before: the sharing saves time, and is never what an attempt
+depends on. Cancelled (the run stopped), the prefill's connection closes, which stops it on the
+server, and the saved slot's file is removed.
 """
 
 from __future__ import annotations

@@ -73,13 +73,8 @@ def test_the_attempts_share_one_prefill_of_their_first_prompt(tmp_path, isolated
     """The first prompts differ only after the repository (each worktree's path comes later): one
     slot prefills, the others get a copy, and each attempt's first request then finds the shared
     part in its slot: the server processes only the tail."""
-    repo = git_repo(tmp_path / "repo")
-    (repo / "notes.py").write_text("".join(f"def note_{i}(x):\n    return x + {i}\n\n" for i in range(60)))
-    profile = fault_profile(isolated_state, max_tokens=16)
-    # Gemma 3 attends through a sliding window: without --swa-full its cache keeps only the prompt's
-    # last 512 tokens, and a prefix shorter than the cached prompt is processed again (FACTS.md).
-    toml = isolated_state.parent / "config" / "profiles" / f"{profile}.toml"
-    toml.write_text(toml.read_text().replace('"--metrics"]', '"--metrics", "--swa-full"]'))
+    repo = repo_to_share(tmp_path, functions=60)
+    profile = sharing_profile(isolated_state, max_tokens=16)
     proc = start_agent(str(task(tmp_path, check="false", max_turns=1)), "-p", profile, "--workdir", str(repo),
                        "--attempts", "2", "--json")  # fmt: skip
     with finally_gone(isolated_state) as seen:
@@ -99,3 +94,39 @@ def test_the_attempts_share_one_prefill_of_their_first_prompt(tmp_path, isolated
         stats = turn["stats"]
         assert stats["prompt_tokens"] > 1000 and stats["prompt_n"] < 200, stats
     assert not any((isolated_state / "slots").iterdir())  # the copy is gone once restored
+
+
+def test_sigterm_during_the_shared_prefill_ends_it_and_leaves_nothing(tmp_path, isolated_state, embedded):
+    repo = repo_to_share(tmp_path, functions=400)  # a prompt of ~9,000 tokens: seconds of prefill
+    profile = sharing_profile(isolated_state, max_tokens=16, ctx=16384)
+    proc = start_agent(str(task(tmp_path, check="false", max_turns=1)), "-p", profile, "--workdir", str(repo),
+                       "--attempts", "2", "--json")  # fmt: skip
+    with finally_gone(isolated_state) as seen:
+        record = agent_server(isolated_state, proc)
+        seen.append(record)
+        wait_until(lambda: "selected slot by id (0)" in log_of(record), what="the shared prefill to start")
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, out + err
+    assert worktrees(repo) == [f"worktree {repo}"]
+    assert not any((isolated_state / "slots").iterdir())
+
+
+def repo_to_share(tmp_path, functions: int):
+    """A repository whose files make a first prompt long enough to be worth sharing."""
+    repo = git_repo(tmp_path / "repo")
+    (repo / "notes.py").write_text(
+        "".join(f"def note_{i}(x):\n    return x + {i}\n\n" for i in range(functions))
+    )
+    return repo
+
+
+def sharing_profile(isolated_state, max_tokens: int, ctx: int = 8192) -> str:
+    """The tiny profile, its cache whole: Gemma 3 attends through a sliding window, so without
+    --swa-full its cache keeps only the prompt's last 512 tokens, a prefix shorter than the cached
+    prompt is processed again (FACTS.md), and the agent does not share one."""
+    profile = fault_profile(isolated_state, max_tokens=max_tokens)
+    toml = isolated_state.parent / "config" / "profiles" / f"{profile}.toml"
+    text = toml.read_text().replace('"--metrics"]', '"--metrics", "--swa-full"]')
+    toml.write_text(text.replace("ctx_size = 8192", f"ctx_size = {ctx}"))
+    return profile
