@@ -16,8 +16,8 @@ the attempts without a plan ended stuck after 50-150 s of their 300 in 6 tasks o
 slots stood idle from then on.
 
 Their first prompts share the repository and the task, prefilled once and copied to every slot
-(agent/session/shared_prefill.py). The winner's change is applied to the workspace as one patch, after a checkpoint (`agent undo` takes
-it back). The others are cancelled, which closes their streams, and so stops their generation on the
+(agent/session/shared_prefill.py). The winner's change is applied to the workspace as one patch,
+after a checkpoint (`agent undo` takes it back). The others are cancelled, which closes their streams, and so stops their generation on the
 server. When none passes, the workspace is left as it was, and each attempt that changed something is
 kept as a branch, as are its stuck lines (when one passes, those of every attempt go). Whatever
 happens (Ctrl+C, SIGTERM, a dead server), every worktree is removed and a server this run started is

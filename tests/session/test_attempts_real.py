@@ -23,8 +23,7 @@ def test_a_started_server_gets_a_slot_per_attempt_and_the_winner_lands(tmp_path,
     repo = git_repo(tmp_path / "repo")
     profile = fault_profile(isolated_state, max_tokens=48)
     # A check that passes whatever the base model writes: the first attempt to finish wins.
-    proc = start_agent(str(task(tmp_path, check="true", max_turns=2)), "-p", profile, "--workdir", str(repo),
-                       "--attempts", "2", "--json")  # fmt: skip
+    proc = two_attempts(tmp_path, repo, profile, check="true", max_turns=2)
     with finally_gone(isolated_state) as seen:
         record = agent_server(isolated_state, proc)
         seen.append(record)
@@ -52,8 +51,7 @@ def test_a_server_killed_mid_run_ends_every_attempt_and_leaves_no_worktree(
 ):
     repo = git_repo(tmp_path / "repo")
     profile = fault_profile(isolated_state, max_tokens=400)
-    proc = start_agent(str(task(tmp_path, check="false", max_turns=3)), "-p", profile, "--workdir", str(repo),
-                       "--attempts", "2", "--json")  # fmt: skip
+    proc = two_attempts(tmp_path, repo, profile, check="false", max_turns=3)
     with finally_gone(isolated_state) as seen:
         record = agent_server(isolated_state, proc)
         seen.append(record)
@@ -75,8 +73,7 @@ def test_the_attempts_share_one_prefill_of_their_first_prompt(tmp_path, isolated
     part in its slot: the server processes only the tail."""
     repo = repo_to_share(tmp_path, functions=60)
     profile = sharing_profile(isolated_state, max_tokens=16)
-    proc = start_agent(str(task(tmp_path, check="false", max_turns=1)), "-p", profile, "--workdir", str(repo),
-                       "--attempts", "2", "--json")  # fmt: skip
+    proc = two_attempts(tmp_path, repo, profile, check="false", max_turns=1)
     with finally_gone(isolated_state) as seen:
         record = agent_server(isolated_state, proc)
         seen.append(record)
@@ -99,8 +96,7 @@ def test_the_attempts_share_one_prefill_of_their_first_prompt(tmp_path, isolated
 def test_sigterm_during_the_shared_prefill_ends_it_and_leaves_nothing(tmp_path, isolated_state, embedded):
     repo = repo_to_share(tmp_path, functions=400)  # a prompt of ~9,000 tokens: seconds of prefill
     profile = sharing_profile(isolated_state, max_tokens=16, ctx=16384)
-    proc = start_agent(str(task(tmp_path, check="false", max_turns=1)), "-p", profile, "--workdir", str(repo),
-                       "--attempts", "2", "--json")  # fmt: skip
+    proc = two_attempts(tmp_path, repo, profile, check="false", max_turns=1)
     with finally_gone(isolated_state) as seen:
         record = agent_server(isolated_state, proc)
         seen.append(record)
@@ -130,3 +126,9 @@ def sharing_profile(isolated_state, max_tokens: int, ctx: int = 8192) -> str:
     text = toml.read_text().replace('"--metrics"]', '"--metrics", "--swa-full"]')
     toml.write_text(text.replace("ctx_size = 8192", f"ctx_size = {ctx}"))
     return profile
+
+
+def two_attempts(tmp_path, repo, profile: str, **front):
+    """`agent run --attempts 2 --json` on a task with `front` (its check, its turns), started."""
+    return start_agent(str(task(tmp_path, **front)), "-p", profile, "--workdir", str(repo),
+                       "--attempts", "2", "--json")  # fmt: skip
