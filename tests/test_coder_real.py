@@ -58,3 +58,26 @@ def test_on_the_real_model_a_failed_check_goes_back_and_the_model_fixes_it(
     assert len(checks) >= 2 and not checks[0]["passed"], checks
     assert checks[-1]["passed"] and result.returncode == 0, (checks[-1], result.stderr[-2000:])
     assert "Bonjour" in (work / "greet.py").read_text()
+
+
+def test_on_the_real_model_a_task_naming_a_function_and_no_path_is_shown_it_and_fixed(
+    embedded, tmp_path, isolated_state
+):
+    """A file of 1,100 lines, too long to show whole, and a task naming the function by its dotted name:
+    the first request holds that function's body, and the model's fix lands in it, nowhere else."""
+    from tests.core.test_repomap import pathless_library
+
+    profile = coder_here(isolated_state)
+    work, _ = pathless_library(tmp_path)
+    before = (work / "src/pkg/utils.py").read_text()
+    check = "cd src && python3 -c 'from pkg.utils import helper_42; assert helper_42(1) == 849'"
+    task = task_file(
+        tmp_path, "`pkg.utils.helper_42(value)` subtracts 42 from the value it is given; it must add 42 instead.",
+        approval="full-auto", check=check, sampling={"temperature": 0}, max_turns=4, fresh_starts=0,
+    )  # fmt: skip
+    result = agent("run", str(task), "-p", profile, "--workdir", str(work), timeout=900)
+    [path] = sessions(isolated_state)
+    first = next(e for e in events_of(path) if e["type"] == "message" and e["message"]["role"] == "user")
+    assert "(helper_42: the task names `pkg.utils.helper_42`)" in first["message"]["content"]
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (work / "src/pkg/utils.py").read_text() == before.replace("value - 42", "value + 42")

@@ -9,6 +9,10 @@ So a block whose content is nothing but top-level functions and classes, each on
 whole in this session (or a new one), replaces those definitions where they stand, or adds the new
 ones at the end, and leaves every other line of the file as it was.
 
+A method shown whole (`TTLCache.expire`) is written the same way: alone, at any indentation, when no
+other shown method has its name, or inside its class's line (`class TTLCache(...):` holding only the
+methods that change). It replaces that method, indented as it was.
+
 Text in, text out; the write tool reads the file and the shown records (tools/shown.py).
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import re
+import textwrap
 from pathlib import Path
 
 from tools.missing_imports import defines
@@ -25,7 +30,7 @@ MAX_DEFINITIONS = 3  # more than this is a rewrite of the file, not a change of 
 # message shows of such a file is about 90 lines (click's _NumberRangeBase); on 2 cores, four streams
 # write 150 lines in about 5 minutes.
 MAX_DEFINITION_LINES = 150
-DEFINITION_START = re.compile(r"^(?:@\w|(?:async[ \t]+)?def[ \t]+(\w+)|class[ \t]+(\w+))")
+DEFINITION_START = re.compile(r"^[ \t]*(?:@\w|(?:async[ \t]+)?def[ \t]+(\w+)|class[ \t]+(\w+))")
 
 
 def may_write_definition(first: str, path: Path, shown: set[str]) -> bool:
@@ -36,7 +41,11 @@ def may_write_definition(first: str, path: Path, shown: set[str]) -> bool:
     if match is None:
         return False
     name = match.group(1) or match.group(2)
-    if name is None or name in shown:
+    if (
+        name is None
+        or name in shown
+        or any(q.endswith(f".{name}") or q.startswith(f"{name}.") for q in shown)
+    ):
         return True
     try:
         return not defines(path.read_text(encoding="utf-8"), name)
@@ -50,15 +59,17 @@ _DEFINITION = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 def definitions_change(current: str, block: str, shown: set[str], task: str = "") -> tuple[str, str] | None:
     """(the file with `block`'s definitions in place, what was done) when `block` holds only top-level
     functions and classes (at most MAX_DEFINITIONS), each either shown to the model (`shown`) and
-    defined once at the top level of `current`, or new; None when the block is anything else.
+    defined once at the top level of `current`, or new, or a shown method (alone, or in its class);
+    None when the block is anything else.
 
     A new definition whose name the task gives to one shown definition it names (the only such one:
     "rename `super_len` to `body_length`") replaces that one: the 1.5B wrote the renamed function as a
-    block, which was added beside the old one (real-requests-rename-super-len, 2026-12-06)."""
+    block, which was added beside the old one (real-requests-rename-super-len)."""
     try:
-        old_tree, new_tree = ast.parse(current), ast.parse(block)
+        old_tree, new_tree = ast.parse(current), ast.parse(textwrap.dedent(block))
     except (SyntaxError, ValueError):
         return None
+    block = textwrap.dedent(block)
     news = new_tree.body
     if not news or len(news) > MAX_DEFINITIONS or not all(isinstance(node, _DEFINITION) for node in news):
         return None
@@ -72,10 +83,17 @@ def definitions_change(current: str, block: str, shown: set[str], task: str = ""
         text = "\n".join(block_lines[_first_line(node) - 1 : node.end_lineno])
         olds = tops.get(node.name, []) or tops.get(_renamed_from(node.name, shown, tops, task), [])
         if len(olds) > 1 or (olds and olds[0].name not in shown):
-            return None  # two definitions of the name, or one the model never read: not guessed at
-        if olds:
+            methods = _methods_of_class_block(node, olds, shown, block_lines, lines)
+            if methods is None:
+                return None  # two definitions of the name, or one the model never read: not guessed at
+            spans += methods
+            replaced += [f"{node.name}.{name}" for name in _names_in(node)]
+        elif olds:
             spans.append((_first_line(olds[0]), olds[0].end_lineno or 0, text))
             replaced.append(node.name if olds[0].name == node.name else f"{olds[0].name}` by `{node.name}")
+        elif (method := _shown_method(node.name, shown, old_tree, task)) is not None:
+            spans.append(_method_span(method, text, lines))
+            replaced.append(f"{_owner(method, old_tree)}.{node.name}")
         elif _is_method(node):
             return None  # `def __call__(self, ...)` alone: a method of a class, not a new function
         else:
@@ -95,6 +113,68 @@ def definitions_change(current: str, block: str, shown: set[str], task: str = ""
         said.append("added " + ", ".join(f"`{name}`" for name in new_names) + " at the end")
     ending = "\n" if current.endswith("\n") or not current else ""
     return "\n".join(lines) + ending, " and ".join(said)
+
+
+def _members(cls: ast.ClassDef) -> dict[str, list[ast.stmt]]:
+    found: dict[str, list[ast.stmt]] = {}
+    for node in cls.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.setdefault(node.name, []).append(node)
+    return found
+
+
+def _names_in(cls: ast.stmt) -> list[str]:
+    return [
+        n.name for n in getattr(cls, "body", []) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+
+
+def _shown_method(name: str, shown: set[str], tree: ast.Module, task: str) -> ast.stmt | None:
+    """The one method named `name` that the model was shown (`Class.name`), defined once in its class;
+    of two shown, the one whose class the task names."""
+    owners = [q.split(".")[0] for q in shown if q.count(".") == 1 and q.endswith(f".{name}")]
+    if len(owners) > 1:
+        owners = [owner for owner in owners if _names(task, owner)]
+    if len(owners) != 1:
+        return None
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == owners[0]]
+    methods = _members(classes[0]).get(name, []) if len(classes) == 1 else []
+    return methods[0] if len(methods) == 1 else None
+
+
+def _owner(method: ast.stmt, tree: ast.Module) -> str:
+    return next(n.name for n in tree.body if isinstance(n, ast.ClassDef) and method in n.body)
+
+
+def _method_span(method: ast.stmt, text: str, lines: list[str]) -> tuple[int, int, str]:
+    """(first line, last line, `text` indented as the method is in the file)."""
+    start = _first_line(method)
+    indent = lines[start - 1][: len(lines[start - 1]) - len(lines[start - 1].lstrip())]
+    return start, method.end_lineno or start, textwrap.indent(textwrap.dedent(text), indent)
+
+
+def _methods_of_class_block(
+    node: ast.stmt, olds: list[ast.stmt], shown: set[str], block_lines: list[str], lines: list[str]
+) -> list[tuple[int, int, str]] | None:
+    """The spans a class block holding only methods the model was shown replaces (`class C:` with
+    `def m(self)` in it, C not shown whole); None when it holds anything else."""
+    if not isinstance(node, ast.ClassDef) or len(olds) != 1 or not isinstance(olds[0], ast.ClassDef):
+        return None
+    members, spans = _members(olds[0]), []
+    for child in node.body:
+        if isinstance(child, ast.Expr) and isinstance(child.value, ast.Constant):
+            continue  # the class's docstring, copied: not a change
+        name = getattr(child, "name", None)
+        if (
+            not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            or f"{node.name}.{name}" not in shown
+        ):
+            return None
+        if len(members.get(name, [])) != 1:
+            return None
+        text = "\n".join(block_lines[_first_line(child) - 1 : child.end_lineno])
+        spans.append(_method_span(members[name][0], text, lines))
+    return spans or None
 
 
 def _renamed_from(name: str, shown: set[str], tops: dict[str, list[ast.stmt]], task: str) -> str:

@@ -46,6 +46,7 @@ from tools.shown import (
     fits_shown,
     mark_shown_whole,
     refresh_stamp,
+    refuse_unseen,
     remember_read,
     shown_definitions,
 )
@@ -256,12 +257,12 @@ class WriteFile:
                 check_shown_whole(ctx, path, rel, st)
             except ToolError:
                 # Not read whole: only a block of definitions the model was shown may go in.
+                task = str(ctx.state.get(TASK_TEXT, ""))
                 changed = rel.endswith(".py") and definitions_change(
-                    old.text, content.replace("\r\n", "\n"), shown_definitions(ctx.state, path),
-                    str(ctx.state.get(TASK_TEXT, "")),
-                )  # fmt: skip
+                    old.text, content.replace("\r\n", "\n"), shown_definitions(ctx.state, path), task
+                )
                 if not changed:
-                    raise
+                    raise refuse_unseen(ctx, path, rel, st, content, task) from None
                 content, partly = changed
                 if content == old.text:
                     raise ToolError(

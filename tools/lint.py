@@ -20,23 +20,17 @@ from pathlib import PurePosixPath
 
 from tree_sitter import Language, Node, Parser
 
+from tools.outline import GRAMMARS as OUTLINE_GRAMMARS
+
 MAX_CHARS = 1_000_000  # a bigger file is data or generated code: linting it costs more than it tells
 MAX_SYNTAX_ERRORS = 10  # tree-sitter's recovery cascades after the first few; enough to compare before/after
 SHOWN_PROBLEMS = 5  # what `describe` points at: a small model fixes the first few and loses track after
 CONTEXT_LINES = 2
 MAX_SHOWN_CHARS = 200  # a minified line would drown the message
 
-# Grammars by suffix, as agent/core/repomap.py has them (a higher layer, so not imported from there).
 # Python is not here: its own compiler is exact where tree-sitter-python guesses.
 GRAMMARS: dict[str, tuple[str, str]] = {
-    ".js": ("tree_sitter_javascript", "language"),
-    ".mjs": ("tree_sitter_javascript", "language"),
-    ".cjs": ("tree_sitter_javascript", "language"),
-    ".jsx": ("tree_sitter_javascript", "language"),
-    ".ts": ("tree_sitter_typescript", "language_typescript"),
-    ".tsx": ("tree_sitter_typescript", "language_tsx"),
-    ".go": ("tree_sitter_go", "language"),
-    ".rs": ("tree_sitter_rust", "language"),
+    suffix: grammar[:2] for suffix, grammar in OUTLINE_GRAMMARS.items() if suffix != ".py"
 }
 
 

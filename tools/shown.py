@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from tools.base import ToolContext, ToolError
+from tools.outline import excerpt, fence_for, outline
 from tools.workspace import OutsideWorkspace
 
 READ_STAMPS = "files.read_stamps"  # ToolContext.state key: real path -> stamp of the file read_file saw
@@ -24,6 +25,12 @@ SHOWN_WHOLE = "files.shown_whole"
 # message showed whole. A whole-file block holding only those may replace them (tools/definition_edit.py).
 SHOWN_DEFINITIONS = "files.shown_definitions"
 NOT_SHOWN = "you have not been shown all of it"  # in the refusal; the blocks protocol reads it back
+SHOWN_NOW_WHOLE = "Here it is whole, as it is now"  # in the refusal that showed the file: it may be written
+# A refused file up to this size is shown whole with the refusal; a longer one as its outline and the
+# definitions named. 12,000 characters is about 350 lines: the 1.5B rewrites that much reliably.
+SHOW_WHOLE_CHARS = 12_000
+SHOW_PART_CHARS = 8_000
+DEFINED = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)", re.M)
 
 
 def file_stamp(st: os.stat_result) -> tuple[int, int, int]:
@@ -85,16 +92,9 @@ def check_shown_whole(ctx: ToolContext, path: Path, rel: str, st: os.stat_result
     A small model shown one file wrote another of the same name whole from it, and 1,143 lines of a
     library it had never read were gone (FACTS.md). An empty file has nothing to lose.
     """
-    if st is None or st.st_size == 0:
+    why = _not_shown(ctx, path, rel, st)
+    if why is None:
         return
-    if ctx.state.get(SHOWN_WHOLE, {}).get(str(path)) == file_stamp(st):
-        return
-    size = f"{st.st_size:,} bytes"
-    with contextlib.suppress(OSError):
-        if lines := path.read_bytes().count(b"\n"):
-            size = f"{lines:,} lines"
-    seen = str(path) in ctx.state.get(SHOWN_WHOLE, {})
-    why = "it changed since you were shown it" if seen else f"{NOT_SHOWN} in this session"
     shown = sorted(shown_definitions(ctx.state, path)) if rel.endswith(".py") else []
     only = (
         f" Or write only the functions or classes you change, each whole ({', '.join(shown[:5])} were shown "
@@ -103,9 +103,42 @@ def check_shown_whole(ctx: ToolContext, path: Path, rel: str, st: os.stat_result
         else ""
     )
     raise ToolError(
+        f"{why} Change only the part you mean with a SEARCH/REPLACE edit (edit_file), or read the whole "
+        f"file first (read_file, or `cat {rel}`) and then write it whole.{only}"
+    )
+
+
+def refuse_unseen(
+    ctx: ToolContext, path: Path, rel: str, st: os.stat_result | None, written: str, task: str = ""
+) -> ToolError:
+    """The refusal of a whole-file write of a file the model was not shown whole, showing it the file
+    (`show_unseen`) where it can; check_shown_whole's plain refusal where it cannot."""
+    why = _not_shown(ctx, path, rel, st)
+    shown = show_unseen(ctx, path, rel, written, task) if why else ""
+    if not shown:
+        try:
+            check_shown_whole(ctx, path, rel, st)
+        except ToolError as exc:
+            return exc
+        return ToolError(f"Not written: {rel} could not be judged; read it and write it again.")
+    return ToolError(f"{why}{shown}")
+
+
+def _not_shown(ctx: ToolContext, path: Path, rel: str, st: os.stat_result | None) -> str | None:
+    """Why the model may not write `path` whole (its first sentence of the refusal), or None."""
+    if st is None or st.st_size == 0:
+        return None
+    if ctx.state.get(SHOWN_WHOLE, {}).get(str(path)) == file_stamp(st):
+        return None
+    size = f"{st.st_size:,} bytes"
+    with contextlib.suppress(OSError):
+        if lines := path.read_bytes().count(b"\n"):
+            size = f"{lines:,} lines"
+    seen = str(path) in ctx.state.get(SHOWN_WHOLE, {})
+    why = "it changed since you were shown it" if seen else f"{NOT_SHOWN} in this session"
+    return (
         f"Not written: {rel} already exists ({size}) and {why}, so writing it whole would replace code "
-        f"you have not read. Change only the part you mean with a SEARCH/REPLACE edit (edit_file), or "
-        f"read the whole file first (read_file, or `cat {rel}`) and then write it whole.{only}"
+        "you have not read."
     )
 
 
@@ -123,3 +156,41 @@ def check_fresh(ctx: ToolContext, path: Path, rel: str, st: os.stat_result | Non
         "command or the user changed it). It is unchanged: read it again with read_file, then make "
         "your change against what it holds now."
     )
+
+
+def show_unseen(ctx: ToolContext, path: Path, rel: str, written: str, task: str = "") -> str:
+    """The file a refused whole-file write was for, as the model must see it to write it: whole when it
+    fits, else its outline and the definitions that `written` (the refused content) or the task name.
+    What is shown counts as shown from now on, so the next answer can be applied; a refusal that only
+    said "not shown" left the 1.5B writing the same refused block until its line was stopped."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+    if len(text) <= SHOW_WHOLE_CHARS and fits_shown(ctx, text + " " * 400):
+        mark_shown_whole(ctx.state, path)
+        fence = fence_for(text)
+        return f"\n\n{SHOWN_NOW_WHOLE}; write your change again against it:\n{rel}\n{fence}\n{text.rstrip()}\n{fence}"
+    defs = outline(rel, text)
+    if not defs:
+        return ""
+    names = set(DEFINED.findall(written)) | {
+        d.name for d in defs if len(d.name) > 3 and re.search(rf"(?<![\w]){re.escape(d.name)}(?!\w)", task)
+    }
+    wanted = [d for d in defs if d.name in names]
+    # A class the model wrote whole is shown by its members it named, or its head alone when too long.
+    wanted = [
+        d for d in wanted if not any(o is not d and o in wanted and d.start <= o.start <= d.end for o in defs)
+    ]
+    head = f"{rel} has {len(text.splitlines()):,} lines, too long to show whole here: its outline and the parts named."
+    shown_text, shown = excerpt(rel, text, wanted, SHOW_PART_CHARS, head, members_of_wanted_only=True)
+    if not fits_shown(ctx, shown_text):
+        return ""
+    mark_shown_definitions(ctx.state, path, shown)
+    ask = (
+        "write only the functions or classes you change or add, each whole: they replace the ones of "
+        "the same name in the file, and a new one is added at its end"
+        if rel.endswith(".py")
+        else "change it with SEARCH/REPLACE edits copied exactly from the lines shown"
+    )
+    return f"\n\nHere is what you need of it; {ask}:\n\n{shown_text}"

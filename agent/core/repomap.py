@@ -22,10 +22,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path, PurePosixPath
 
+from agent.core.code_finder import Found, find_definitions, is_test_file
 from agent.settings.paths import PROJECT_CONFIG
+from tools.outline import Definition, excerpt, outline
 from tools.search import workspace_files
 from tools.workspace import Workspace
 
@@ -38,114 +39,15 @@ TEXT_SUFFIXES = {
 }  # fmt: skip
 MAX_READ_BYTES = 400_000  # a bigger file is listed by name only: generated code, data, vendored bundles
 NAMED_SHARE = 0.7  # of the budget, at most, for the files the task names
-TAIL_LINES = 12  # the end of a long named file, shown so that an addition at the end has an anchor
+FOUND_SHARE = 0.6  # of what the named files left, at most, for the code the task is found to be about
+FOUND_WHOLE_CHARS = 8000  # a file holding found code is shown whole up to this size (about 250 lines)
+FOUND_LIMIT = 4  # definitions found and shown: past the best few, a guess costs the model more than it helps
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 # Words of a task that are surely code: in backticks, snake_case, camelCase, or called.
 CODE_WORD = re.compile(r"`([A-Za-z_]\w*)`|\b(\w*_\w*|[a-z]+[A-Z]\w*|[A-Z]\w*[a-z][A-Z]\w*)\b|\b(\w+)\(")
-TRAILING_COMMENT = re.compile(r"(?m)[ \t]*(?:#|//)[^\n'\"]*$")
 ENTRY_LIMIT = 1500  # characters of one file's entry in the map
 PATHLIKE = re.compile(r"[\w./-]+")
-
-
-# ---------------------------------------------------------------------------------------------- outlines
-
-
-@dataclass(frozen=True)
-class Definition:
-    name: str
-    signature: str  # one line: `def f(a, b=1) -> int`, `class C(B)`, `func (s *S) M()`
-    start: int  # 1-based, decorators included
-    end: int
-    depth: int  # 0: top level; 1: a member of a class, impl or trait
-
-
-# tree-sitter grammars by suffix: (module, its language function, the definitions' node types, the
-# node types whose members are listed one level down, wrappers to look through).
-_PY = ({"function_definition", "class_definition"}, {"class_definition"}, {"decorated_definition"})
-_JS = (
-    {"function_declaration", "class_declaration", "method_definition", "generator_function_declaration",
-     "interface_declaration", "type_alias_declaration", "enum_declaration", "abstract_class_declaration"},
-    {"class_declaration", "abstract_class_declaration", "interface_declaration"},
-    {"export_statement"},
-)  # fmt: skip
-_GO = ({"function_declaration", "method_declaration", "type_spec"}, set(), {"type_declaration"})
-_RS = (
-    {"function_item", "struct_item", "enum_item", "trait_item", "impl_item", "function_signature_item",
-     "mod_item", "type_item"},
-    {"impl_item", "trait_item"},
-    set(),
-)  # fmt: skip
-GRAMMARS = {
-    ".py": ("tree_sitter_python", "language", *_PY),
-    ".js": ("tree_sitter_javascript", "language", *_JS),
-    ".mjs": ("tree_sitter_javascript", "language", *_JS),
-    ".cjs": ("tree_sitter_javascript", "language", *_JS),
-    ".jsx": ("tree_sitter_javascript", "language", *_JS),
-    ".ts": ("tree_sitter_typescript", "language_typescript", *_JS),
-    ".tsx": ("tree_sitter_typescript", "language_tsx", *_JS),
-    ".go": ("tree_sitter_go", "language", *_GO),
-    ".rs": ("tree_sitter_rust", "language", *_RS),
-}
-_BODY_NODES = {"block", "class_body", "declaration_list", "statement_block", "interface_body",
-               "field_declaration_list", "struct_type", "enum_variant_list", "object_type"}  # fmt: skip
-
-
-@cache
-def _parser(suffix: str):
-    """A tree-sitter parser for files with `suffix`; None when no grammar for it is installed."""
-    from importlib import import_module
-
-    from tree_sitter import Language, Parser
-
-    module, function = GRAMMARS[suffix][:2]
-    try:
-        return Parser(Language(getattr(import_module(module), function)()))
-    except (ImportError, AttributeError):
-        return None
-
-
-def outline(rel: str, text: str) -> list[Definition]:
-    """The definitions of a source file, in order; [] for a language without a grammar here.
-    tree-sitter reads past syntax errors, so a half-written file still has an outline."""
-    suffix = PurePosixPath(rel).suffix.lower()
-    if suffix not in GRAMMARS or (parser := _parser(suffix)) is None:
-        return []
-    _, _, kinds, containers, wrappers = GRAMMARS[suffix]
-    data = text.encode("utf-8", errors="replace")
-    found: list[Definition] = []
-
-    def visit(node, depth: int, start_row: int | None = None) -> None:
-        for child in node.children:
-            if child.type in wrappers:
-                inner = [c for c in child.children if c.type in kinds or c.type in wrappers]
-                visit(child, depth, child.start_point[0] if inner else None)
-            elif child.type in kinds:
-                found.append(_definition(child, data, depth, start_row))
-                if child.type in containers and depth == 0:
-                    body = child.child_by_field_name("body") or next(
-                        (c for c in child.children if c.type in _BODY_NODES), None
-                    )
-                    if body is not None:
-                        visit(body, 1)
-            start_row = None
-
-    visit(parser.parse(data).root_node, 0)
-    return found
-
-
-def _definition(node, data: bytes, depth: int, start_row: int | None) -> Definition:
-    name_node = node.child_by_field_name("name") or node.child_by_field_name("type")
-    name = name_node.text.decode("utf-8", "replace") if name_node is not None else node.type
-    body = node.child_by_field_name("body") or next((c for c in node.children if c.type in _BODY_NODES), None)
-    head_end = body.start_byte if body is not None else node.end_byte
-    head = data[node.start_byte : head_end].decode("utf-8", "replace")
-    head = TRAILING_COMMENT.sub("", head)  # `def f(self):  # why` or `fn f() { // why`
-    signature = " ".join(head.split()).rstrip(":{ ").strip()
-    if len(signature) > 140:
-        signature = signature[:137] + "..."
-    start = (start_row if start_row is not None else node.start_point[0]) + 1
-    return Definition(name, signature, start, node.end_point[0] + 1, depth)
 
 
 # ---------------------------------------------------------------------------------------------- the files
@@ -203,16 +105,6 @@ def named_files(files: list[SourceFile], task: str) -> list[SourceFile]:
     return named
 
 
-def is_test_file(rel: str) -> bool:
-    """Whether a path is a test: under a tests/ or test/ folder, or named test_*, *_test or *.test.*."""
-    path = PurePosixPath(rel)
-    return (
-        bool({"tests", "test"} & set(path.parts[:-1]))
-        or path.name.startswith("test_")
-        or path.stem.endswith(("_test", ".test", ".spec"))
-    )
-
-
 # ---------------------------------------------------------------------------------------------- ranking
 
 
@@ -263,8 +155,9 @@ def rank(files: list[SourceFile], task: str, named: list[SourceFile], recent: li
 class RepositoryView:
     text: str
     whole: list[str]  # files shown whole: the model may rewrite these whole
-    partly: list[str] = field(default_factory=list)  # named files shown in part: SEARCH/REPLACE only
-    # {file shown in part: the top-level definitions shown whole in it}: the model may write those anew
+    partly: list[str] = field(default_factory=list)  # files shown in part: SEARCH/REPLACE or definitions
+    # {file shown in part: the definitions shown whole in it, `Class.method` for a member}: the model may
+    # write those anew
     definitions: dict[str, list[str]] = field(default_factory=dict)
 
 
@@ -292,44 +185,67 @@ def _wanted(defs: list[Definition], lines: list[str], task: str) -> list[Definit
 
 
 def _long_file(
-    f: SourceFile, task: str, budget: int, fence_for: Callable[[str], str], shown: list[str]
+    f: SourceFile,
+    wanted: list[Definition],
+    head: str,
+    budget: int,
+    fence_for: Callable[[str], str],
+    shown: list[str],
+    why: dict[Definition, str] | None = None,
+    members_of_wanted_only: bool = False,
 ) -> str:
-    """A named file too long to show: its outline, the definitions the task names, its last lines.
-    The top-level definitions shown whole are added to `shown`."""
-    lines = f.lines
-    defs = outline(f.rel, f.text or "")
+    text, names = excerpt(f.rel, f.text or "", wanted, budget, head, why, members_of_wanted_only)
+    shown += names
+    return text
+
+
+def _long_named_file(f: SourceFile, task: str) -> tuple[list[Definition], str]:
     head = (
-        f"{f.rel} has {len(lines):,} lines: too long to show whole here, so you cannot write it whole. "
+        f"{f.rel} has {len(f.lines):,} lines: too long to show whole here, so you cannot write it whole. "
         "Change it with SEARCH/REPLACE blocks whose SEARCH lines are copied exactly from the parts below."
     )
-    parts = [head]
-    if defs:
-        listing = "\n".join(f"{d.start:>6}  {'    ' * d.depth}{d.signature}" for d in defs)
-        if len(listing) > budget // 3:
-            listing = "\n".join(f"{d.start:>6}  {d.signature}" for d in defs if d.depth == 0)
-        if len(listing) > budget // 3:
-            kept = listing[: listing.rfind("\n", 0, budget // 3)]
-            listing = f"{kept}\n   ...  ({listing.count(chr(10)) - kept.count(chr(10))} more definitions)"
-        parts.append(f"Its outline (line numbers on the left):\n{listing}")
-    used = sum(len(p) for p in parts)
-    for d in _wanted(defs, lines, task):
-        body = "\n".join(lines[d.start - 1 : d.end])
-        if used + len(body) > budget:
-            parts.append(f"(The definition {d.name}, lines {d.start}-{d.end}, is too long to show here.)")
+    return _wanted(outline(f.rel, f.text or ""), f.lines, task), head
+
+
+def _found_section(
+    found: list[Found],
+    files: dict[str, SourceFile],
+    budget: int,
+    fence_for: Callable[[str], str],
+    view: RepositoryView,
+) -> str:
+    """The files holding the definitions the task seems to be about: a short one whole, a long one as
+    its outline with those definitions whole, each headed by why it was chosen."""
+    by_file: dict[str, list[Found]] = {}
+    for item in found:
+        by_file.setdefault(item.rel, []).append(item)
+    parts, used = [], 0
+    for rel, items in by_file.items():
+        f = files[rel]
+        room = budget - used
+        if f.size <= FOUND_WHOLE_CHARS and f.size + 200 <= room:
+            said = "; ".join(f"`{i.qualname}`: {i.why}" for i in items)
+            parts.append(f"{rel} ({said}), whole:\n" + _fenced(rel, f.text or "", fence_for))
+            view.whole.append(rel)
+        elif room > 1500:
+            head = f"{rel} has {len(f.lines):,} lines, too long to show whole here: its outline, then the code found."
+            shown = view.definitions.setdefault(rel, [])
+            why = {i.definition: i.why for i in items}
+            wanted = [i.definition for i in items]
+            parts.append(
+                _long_file(f, wanted, head, room, fence_for, shown, why, members_of_wanted_only=True)
+            )
+            view.partly.append(rel)
+        else:
             continue
-        parts.append(
-            f"Lines {d.start}-{d.end} of {f.rel} ({d.name}):\n{fence_for(body)}\n{body}\n{fence_for(body)}"
-        )
-        used += len(body)
-        if d.depth == 0:
-            shown.append(d.name)
-    tail = "\n".join(lines[-TAIL_LINES:])
-    if used + len(tail) <= budget:
-        parts.append(
-            f"The last {min(TAIL_LINES, len(lines))} lines of {f.rel} (lines {max(1, len(lines) - TAIL_LINES + 1)}"
-            f"-{len(lines)}):\n{fence_for(tail)}\n{tail}\n{fence_for(tail)}"
-        )
-    return "\n\n".join(parts)
+        used += len(parts[-1])
+    if not parts:
+        return ""
+    return (
+        "The code the task seems to be about, found from the names and words it uses (the best match "
+        "first; if none of it is what the task means, say so and ask for the file you need):\n\n"
+        + "\n\n".join(parts)
+    )
 
 
 def _map_entry(r: Ranked) -> str:
@@ -361,32 +277,46 @@ def repository_view(
         return RepositoryView(f"The project's files, as they are now:\n\n{shown}", [f.rel for f in files])
 
     named = named_files(files, task)
+    view = RepositoryView("", [])
     parts: list[str] = []
-    whole: list[str] = []
-    partly: list[str] = []
-    definitions: dict[str, list[str]] = {}
     named_budget, used = int(budget_chars * NAMED_SHARE), 0
     # The code first, the small files whole first; a named test last. The tests are the task's evidence
     # and the code is what changes: click's test_types.py (241 lines) shown whole first left no room for
-    # the class with the bug in types.py (real-click-fix-range-bounds, 2026-12-06).
+    # the class with the bug in types.py (real-click-fix-range-bounds).
     for f in sorted(named, key=lambda f: (is_test_file(f.rel), f.size)):
         if f.text is None:
             continue
         room = named_budget - used
         if f.size + len(f.rel) + 10 <= room:
             parts.append(_fenced(f.rel, f.text, fence_for))
-            whole.append(f.rel)
+            view.whole.append(f.rel)
         elif room > 2000:
-            definitions[f.rel] = []
-            parts.append(_long_file(f, task, room, fence_for, definitions[f.rel]))
-            partly.append(f.rel)
+            wanted, head = _long_named_file(f, task)
+            parts.append(_long_file(f, wanted, head, room, fence_for, view.definitions.setdefault(f.rel, [])))
+            view.partly.append(f.rel)
         else:
             parts.append(f"{f.rel} is named by the task but there is no room left to show it: `cat {f.rel}`.")
         used += len(parts[-1])
     if parts:
         parts.insert(0, "The files the task names, as they are now:")
 
-    ranked = rank(files, task, named, recent or [])
+    # The definitions the task is about, in files it did not name: most tasks name behaviour, not paths.
+    named_rels = {f.rel for f in named}
+    readable = {f.rel: f for f in files if f.text is not None}
+    found = [
+        item
+        for item in find_definitions(
+            [(f.rel, f.text or "") for f in readable.values()], task, limit=FOUND_LIMIT
+        )
+        if item.rel not in named_rels
+    ]
+    section = _found_section(found, readable, int((budget_chars - used) * FOUND_SHARE), fence_for, view)
+    if section:
+        parts.append(section)
+        used += len(section)
+
+    shown_files = named_rels | set(view.whole) | set(view.partly)
+    ranked = [r for r in rank(files, task, named, recent or []) if r.file.rel not in shown_files]
     room = budget_chars - used
     entries, left_out = [], []
     for r in ranked:
@@ -411,4 +341,5 @@ def repository_view(
             f"{', ...' if len(folders) > 8 else ''}); `ls FOLDER` or `grep -rn NAME FOLDER` in a bash "
             "block finds them."
         )
-    return RepositoryView("\n\n".join(parts), whole, partly, definitions)
+    view.text = "\n\n".join(parts)
+    return view

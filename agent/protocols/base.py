@@ -15,13 +15,13 @@ read, and how results go back: `tool` messages, or one user message that reads l
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from agent.core.check_output import CheckFailure
 from agent.core.llm import Completion, ToolCall
 from tools.base import ToolContext, ToolRegistry, ToolResult
+from tools.outline import fence_for  # noqa: F401  (the protocols and the task message fence with it)
 
 ActionsMode = Literal["tools", "blocks"]
 
@@ -79,12 +79,6 @@ class ActionProtocol(Protocol):
         ...
 
     def after_failed_check(self, failure: CheckFailure) -> str: ...
-
-
-def fence_for(text: str) -> str:
-    """A backtick fence longer than any run of backticks in the text (Markdown files hold fences)."""
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    return "`" * max(3, longest + 1)
 
 
 def stopped_at_limit(completion: Completion) -> bool:

@@ -169,7 +169,9 @@ async def test_a_whole_file_block_over_a_long_file_never_shown_is_refused_and_th
         told = server.requests[1]["messages"][-1]["content"]
     assert (root / "src/pkg/utils.py").read_text() == before  # not one line lost
     assert "Not written: src/pkg/utils.py already exists (1,1" in told
-    assert "you have not been shown all of it" in told and "SEARCH/REPLACE" in told
+    assert "you have not been shown all of it" in told
+    # ...and it is shown what it needs of the file, and how to write a new function into it.
+    assert "     5  def helper_0(value)" in told and "a new one is added at its end" in told
 
 
 async def test_an_answer_writing_a_file_never_shown_whole_is_stopped_at_its_first_line(tmp_path):
@@ -186,7 +188,7 @@ async def test_an_answer_writing_a_file_never_shown_whole_is_stopped_at_its_firs
     first_line = before.splitlines()[0]
     # What the history keeps is the answer up to that first line, with its fence closed.
     assert kept == f"I will rewrite it.\n\nsrc/pkg/utils.py\n{FENCE}python\n{first_line}\n{FENCE}\n"
-    assert "you have not been shown all of it" in told and "SEARCH/REPLACE" in told
+    assert "you have not been shown all of it" in told and "its outline and the parts named" in told
     assert (root / "src/pkg/utils.py").read_text() == before
     assert any("began writing src/pkg/utils.py whole" in n.message for n in run.of(Notice))
 
@@ -502,3 +504,127 @@ async def test_a_rename_may_rename_the_definitions_built_on_the_renamed_name(tmp
             "Rename the function `calc_total` in `pricing.py` to `order_total`, and update every place that uses it."
         )
     assert (root / "mod.py").read_text() == renamed
+
+
+# ---------------------------------------------------------------------------------------------- found, not named
+
+
+def test_a_task_naming_a_function_and_no_path_is_shown_that_functions_body(tmp_path):
+    root = library(tmp_path / "lib")
+    task = "`pkg.helper_42(5)` returns 235 but it should return the total minus 1000 when it is over 1000."
+    view = repository_view(root, task, 12_000, fence_for)
+    start = next(
+        d.start
+        for d in outline("src/pkg/utils.py", (root / "src/pkg/utils.py").read_text())
+        if d.name == "helper_42"
+    )
+    assert (
+        f"Lines {start}-{start + 6} of src/pkg/utils.py (helper_42: the task names `pkg.helper_42`)"
+        in view.text
+    )
+    assert '    """Helper number 42."""' in view.text
+    assert view.partly == ["src/pkg/utils.py"] and view.definitions["src/pkg/utils.py"] == ["helper_42"]
+    assert view.text.index("helper_42: the task names") < view.text.index("The other files")
+
+
+def test_a_short_file_holding_the_code_found_is_shown_whole_with_why(tmp_path):
+    root = library(tmp_path / "lib")
+    (root / "src/pkg/sizes.py").write_text(
+        'def parse_size(text):\n    """Read "1 KiB" as bytes."""\n    return int(text.split()[0]) * 1000\n'
+    )
+    view = repository_view(root, 'parse_size("1 KiB") returns 1000, it should be 1024', 12_000, fence_for)
+    assert "src/pkg/sizes.py (`parse_size`: the task names `parse_size`" in view.text
+    assert "src/pkg/sizes.py" in view.whole  # so it may be written whole
+
+
+def pathless_library(tmp_path: Path) -> tuple[Path, Path]:
+    """library() with a bug planted in helper_42, and a task that names the function, never its file."""
+    work = library(tmp_path / "work")
+    utils = work / "src/pkg/utils.py"
+    utils.write_text(utils.read_text().replace("    total = value + 42\n", "    total = value - 42\n"))
+    subprocess.run(["git", "add", "-A"], cwd=work, check=True)
+    subprocess.run(["git", "commit", "-qm", "start"], cwd=work, check=True)
+    check = f"cd src && {sys.executable} -c 'from pkg.utils import helper_42; assert helper_42(1) == 849'"
+    task = task_file(tmp_path, "`pkg.utils.helper_42(1)` returns -41 * 43, it should return 849.", approval="full-auto",
+                     check=check, workdir="work", max_turns=6, actions="blocks", fresh_starts=0)  # fmt: skip
+    return work, task
+
+
+def test_headless_a_pathless_task_shows_the_function_and_its_rewrite_alone_fixes_it(tmp_path):
+    work, task = pathless_library(tmp_path)
+    before = (work / "src/pkg/utils.py").read_text()
+    fixed = (
+        'def helper_42(value):\n    """Helper number 42."""\n    total = value + 42\n    total = total * 43\n'
+    )
+    fixed += "    if total > 1000:\n        return total - 1000\n    return total\n"
+    with ScriptedServer(
+        [answer("src/pkg/utils.py", f"{FENCE}python", fixed.rstrip(), FENCE), answer("Done.")], n_ctx=8192
+    ) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--json")
+        first = server.requests[0]["messages"][-1]["content"]
+    assert "(helper_42: the task names `pkg.utils.helper_42`)" in first and "    total = value - 42" in first
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    assert (work / "src/pkg/utils.py").read_text() == before.replace(
+        "value - 42", "value + 42"
+    )  # nothing else
+
+
+def test_headless_a_blind_whole_write_is_answered_with_the_file_and_the_next_answer_lands(tmp_path):
+    """Blocks protocol: the model writes a short file it was never shown; it is shown it, then fixes it."""
+    work = git_repo(tmp_path / "work")
+    (work / "pkg").mkdir()
+    for i in range(60):  # too much to show whole, and nothing in the task points at calc.py
+        (work / "pkg" / f"mod{i}.py").write_text(
+            "".join(f"def f{j}(x):\n    return x * {j}\n\n\n" for j in range(30))
+        )
+    (work / "pkg/calc.py").write_text("def total(a, b):\n    return a - b\n\n\ndef keep():\n    return 1\n")
+    subprocess.run(["git", "add", "-A"], cwd=work, check=True)
+    subprocess.run(["git", "commit", "-qm", "start"], cwd=work, check=True)
+    check = f"{sys.executable} -c 'from pkg.calc import total, keep; assert total(2, 3) == 5 and keep() == 1'"
+    task = task_file(tmp_path, "Adding two numbers gives their difference.", approval="full-auto", check=check,
+                     workdir="work", max_turns=6, actions="blocks", fresh_starts=0)  # fmt: skip
+    blind = answer("pkg/calc.py", f"{FENCE}python", "def total(a, b):", "    return a + b", FENCE)
+    whole = answer(
+        "pkg/calc.py",
+        f"{FENCE}python",
+        "def total(a, b):\n    return a + b\n\n\ndef keep():\n    return 1",
+        FENCE,
+    )
+    with ScriptedServer([blind, whole, answer("Done.")]) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--json")
+        told = server.requests[1]["messages"][-1]["content"]
+    assert "Here it is whole, as it is now" in told and "def keep():\n    return 1" in told
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    assert (
+        work / "pkg/calc.py"
+    ).read_text() == "def total(a, b):\n    return a + b\n\n\ndef keep():\n    return 1\n"
+
+
+def test_headless_a_write_file_call_of_an_unread_file_is_answered_with_its_content(tmp_path):
+    """Tool-calls protocol: the same, through write_file."""
+    work = git_repo(tmp_path / "work")
+    (work / "calc.py").write_text("def total(a, b):\n    return a - b\n\n\ndef keep():\n    return 1\n")
+    subprocess.run(["git", "add", "-A"], cwd=work, check=True)
+    subprocess.run(["git", "commit", "-qm", "start"], cwd=work, check=True)
+    check = f"{sys.executable} -c 'from calc import total, keep; assert total(2, 3) == 5 and keep() == 1'"
+    task = task_file(tmp_path, "Adding two numbers gives their difference.", approval="full-auto", check=check,
+                     workdir="work", max_turns=6, fresh_starts=0)  # fmt: skip
+    fixed = "def total(a, b):\n    return a + b\n\n\ndef keep():\n    return 1\n"
+    script = [
+        {
+            "tool_calls": [
+                {
+                    "name": "write_file",
+                    "arguments": {"path": "calc.py", "content": "def total(a, b):\n    return a + b\n"},
+                }
+            ]
+        },
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "calc.py", "content": fixed}}]},
+        {"content": "Fixed total."},
+    ]
+    with ScriptedServer(script) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--json")
+        told = [m for m in server.requests[1]["messages"] if m["role"] == "tool"][-1]["content"]
+    assert "Here it is whole, as it is now" in told and "def keep():\n    return 1" in told
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    assert (work / "calc.py").read_text() == fixed

@@ -55,11 +55,13 @@ async def test_the_write_tool_takes_shown_definitions_for_a_file_never_shown_who
         "Changed validators.py: replaced `_Number` where it stood; its other lines are as they were"
     )
     assert path.read_text() == CURRENT.replace("self.bound, value)", "value, self.bound)")
-    # ...and the file is still not known whole: the whole of it may not be written.
+    # ...and the file is still not known whole: the whole of it may not be written, and the refusal
+    # shows it (it is short), so that the next write can be right.
     with pytest.raises(ToolError) as refused:
         await WriteFile().run(WriteArgs(path="validators.py", content="x = 1\n"), ctx)
     assert "you have not been shown all of it" in str(refused.value)
-    assert "Or write only the functions or classes you change, each whole (_Number, lt" in str(refused.value)
+    assert "Here it is whole, as it is now" in str(refused.value)
+    assert "        return self.compare(value, self.bound)\n" in str(refused.value)
     assert path.read_text() == CURRENT.replace("self.bound, value)", "value, self.bound)")
 
 
@@ -93,3 +95,83 @@ async def test_a_rename_written_as_a_definition_block_is_carried_to_its_users(ct
     assert result.output.startswith("Changed validators.py: replaced `other` by `another` where it stood")
     assert (root / "validators.py").read_text() == CURRENT.replace("def other(x):", "def another(x):")
     assert (root / "user.py").read_text() == "from validators import another\n\nprint(another(1))\n"
+
+
+CACHES = (
+    "class LRU:\n    def expire(self, now):\n        return []\n\n\n"
+    "class TTL:\n    def get(self, key):\n        return self.data[key]\n\n"
+    "    def expire(self, now):\n        return [k for k, t in self.times.items() if t <= now]\n"
+)
+EXPIRE = "def expire(self, now):\n    return [k for k, t in self.times.items() if t < now]\n"
+
+
+def test_a_shown_method_written_alone_replaces_that_method_indented_as_it_was():
+    new, said = definitions_change(CACHES, EXPIRE, {"TTL.expire"})
+    assert new == CACHES.replace("t <= now", "t < now")
+    assert said == "replaced `TTL.expire` where it stood"
+    # ...also copied with its indentation.
+    assert (
+        definitions_change(CACHES, EXPIRE.replace("\n", "\n    ").join(["    ", ""]), {"TTL.expire"})[0]
+        == new
+    )
+
+
+def test_a_shown_method_inside_its_class_line_replaces_only_that_method():
+    new, said = definitions_change(
+        CACHES, "class TTL:\n    " + EXPIRE.replace("\n", "\n    "), {"TTL.expire"}
+    )
+    assert new == CACHES.replace("t <= now", "t < now")  # `get`, not in the block, is kept
+    assert said == "replaced `TTL.expire` where it stood"
+    # A method of that class the model was not shown is not written through it.
+    assert (
+        definitions_change(CACHES, "class TTL:\n    def get(self, key):\n        return 1\n", {"TTL.expire"})
+        is None
+    )
+
+
+def test_two_shown_methods_of_one_name_are_told_apart_by_the_class_the_task_names_or_not_at_all():
+    shown = {"TTL.expire", "LRU.expire"}
+    assert definitions_change(CACHES, EXPIRE, shown) is None  # which one?
+    new, _ = definitions_change(CACHES, EXPIRE, shown, task="`TTL.expire` keeps an item whose time is up")
+    assert new == CACHES.replace("t <= now", "t < now")
+
+
+async def test_a_refused_write_of_a_short_unseen_file_shows_it_whole_and_the_next_write_is_applied(
+    ctx: ToolContext,
+):
+    path = ctx.workspace.root / "caches.py"
+    path.write_text(CACHES)
+    with pytest.raises(ToolError) as refused:
+        await WriteFile().run(WriteArgs(path="caches.py", content=EXPIRE), ctx)
+    assert "you have not been shown all of it" in str(refused.value)
+    assert (
+        f"Here it is whole, as it is now; write your change again against it:\ncaches.py\n```\n{CACHES}```"
+        in str(refused.value)
+    )
+    assert path.read_text() == CACHES
+    result = await WriteFile().run(
+        WriteArgs(path="caches.py", content=CACHES.replace("t <= now", "t < now")), ctx
+    )
+    assert result.ok, result.output
+
+
+async def test_a_refused_write_of_a_long_unseen_file_shows_its_outline_and_the_definitions_named(
+    ctx: ToolContext,
+):
+    path = ctx.workspace.root / "big.py"
+    filler = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(800))
+    path.write_text(CACHES + "\n\n" + filler)
+    ctx.state[TASK_TEXT] = "`TTL.expire` keeps an item whose time is up"
+    with pytest.raises(ToolError) as refused:
+        await WriteFile().run(
+            WriteArgs(path="big.py", content="class TTL:\n    " + EXPIRE.replace("\n", "\n    ")), ctx
+        )
+    told = str(refused.value)
+    assert "big.py has 3,2" in told and "its outline and the parts named" in told
+    assert "Lines 10-11 of big.py (TTL.expire):" in told and "t <= now" in told
+    assert "f799" in told or "more definitions" in told  # the outline, cut to its share
+    # What was shown may now be written as a definition; the file is untouched so far.
+    assert "t <= now" in path.read_text()
+    result = await WriteFile().run(WriteArgs(path="big.py", content=EXPIRE), ctx)
+    assert result.ok and "replaced `TTL.expire`" in result.output
+    assert "t < now" in path.read_text() and path.read_text().count("def f") == 800

@@ -38,7 +38,7 @@ from agent.protocols.edit_blocks.prompt import (
 from tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 from tools.definition_edit import MAX_DEFINITION_LINES, may_write_definition
 from tools.search import workspace_files
-from tools.shown import NOT_SHOWN, check_shown_whole, shown_definitions
+from tools.shown import NOT_SHOWN, SHOWN_NOW_WHOLE, check_shown_whole, shown_definitions
 from tools.workspace import OutsideWorkspace, Workspace
 
 # A file name in prose: `report.py`, src/app.ts (not `e.g.` or `os.getcwd`, by the suffix).
@@ -431,8 +431,11 @@ class BlockActions:
             problems = _lint_notes(results)
             parts += [self._show(path, problems.get(path)) for path in self.changed]
             # A whole file refused because the model never saw all of it: ask for edits, not whole files.
+            # (A file the refusal showed whole may now be written whole: the usual reminder.)
             unseen = [
-                _arguments(c).get("path", "?") for c, r in results if not r.ok and NOT_SHOWN in r.output
+                _arguments(c).get("path", "?")
+                for c, r in results
+                if not r.ok and NOT_SHOWN in r.output and SHOWN_NOW_WHOLE not in r.output
             ]
             rename = next(
                 (r.display["rename_command"] for _, r in results if "rename_command" in r.display), ""

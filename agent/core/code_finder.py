@@ -1,0 +1,257 @@
+"""Which definitions of a repository a task is about, found from the task's own words.
+
+Users name functions and behaviour, rarely paths: "`humanize.naturalsize(1024)` says 1.0 kB", "the
+cache evicts an item that was just read". A small model acts on what it is shown, so before the first
+request the task is matched against every definition of the project:
+
+- dotted names (`pkg.utils.slugify`, `TTLCache.expire`) resolve through the package layout to the
+  definition, its class and its module;
+- identifiers (backticked, snake_case, camelCase, called) match definition names, weighted down when
+  many definitions share the name (`get`, `__init__`);
+- string literals and plain words are scored against each definition's name, docstring and body with
+  BM25 (split identifiers, light stemming), so "evict" finds `popitem` whose docstring says "evict".
+
+Each result says why it was chosen, in words a user can follow; the repository view shows the best
+whole (agent/core/repomap.py).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from tools.outline import Definition, outline
+
+DOTTED = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?![\w(]*\.\w)")
+CODE_NAME = re.compile(
+    r"`([A-Za-z_][\w.]*)|\b([A-Za-z_]\w*_\w*|[a-z]+[A-Z]\w*|[A-Z]\w*[a-z][A-Z]\w*)\b|\b([A-Za-z_]\w*)\("
+)
+# A frame of a traceback or of pytest's report pasted into the task: `File "src/pkg/x.py", line 12, in f`
+# or `src/pkg/x.py:12: in f`.
+FRAME = re.compile(r'File "([^"\n]+)", line (\d+)|^([\w./-]+\.py):(\d+):', re.M)
+LITERAL = re.compile(r"""(?<!\w)(?:"([^"\n]{1,60})"|'([^'\n]{1,60})')""")
+TOKEN = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|\d+")
+FILE_SUFFIXES = {"py", "md", "txt", "toml", "cfg", "ini", "json", "yaml", "yml", "js", "ts", "rs", "go", "sh"}
+# Words that say nothing about where the code is: English glue and what every task says.
+STOPWORDS = frozenset(
+    """a an and are as at be but by can could do does doing done for from get gets got has have how if in
+    into is it its it's of on or should so some than that the their them then there these this those to
+    too was were what when where which while who why will with would you your instead returns return
+    returned gives give given says say said it should fix bug wrong right expected expect makes make
+    function method class call calls called value values work works working broken case cases also now
+    only just like way want wants need needs use uses used one two not no yes""".split()  # noqa: SIM905
+)
+K1, B = 1.2, 0.75  # BM25's usual constants
+TEST_WEIGHT = 0.3  # a test is the task's evidence, not where the change goes
+MIN_SHARE = 0.5  # of the best score: below it a definition is a weaker guess than the map's own ranking
+
+
+@dataclass(frozen=True)
+class Found:
+    """A definition the task seems to be about, and why."""
+
+    rel: str
+    definition: Definition
+    qualname: str  # `TTLCache.expire` for a method, the name for a top-level definition
+    score: float
+    why: str  # "the task names `TTLCache.expire`", "its docstring and body say evict, expire"
+
+
+@dataclass(frozen=True)
+class _Entry:
+    rel: str
+    definition: Definition
+    qualname: str
+    module: tuple[str, ...]  # ("src", "pkg", "utils") for src/pkg/utils.py; __init__ dropped
+    tokens: Counter
+
+
+def stem(word: str) -> str:
+    """A light stemmer: "evicts", "evicted", "eviction" and "evicting" all read "evict"."""
+    word = word.lower()
+    for suffix in ("ations", "ation", "ings", "ing", "ions", "ion", "ies", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return word
+
+
+def words_of(text: str) -> list[str]:
+    """The stemmed words of code or prose, identifiers split (`naturalSize`, `natural_size`: natural, size)."""
+    return [stem(t) for t in TOKEN.findall(text) if len(t) > 1 and t.lower() not in STOPWORDS]
+
+
+def _module(rel: str) -> tuple[str, ...]:
+    parts = PurePosixPath(rel).with_suffix("").parts
+    return parts[:-1] if parts and parts[-1] == "__init__" else parts
+
+
+def _entries(files: list[tuple[str, str]]) -> list[_Entry]:
+    found = []
+    for rel, text in files:
+        defs = outline(rel, text)
+        if not defs:
+            continue
+        lines = text.splitlines()
+        owner = ""
+        for d in defs:
+            if d.depth == 0:
+                owner = d.name
+            qualname = f"{owner}.{d.name}" if d.depth and owner else d.name
+            body = lines[d.start - 1 : d.end]
+            if d.depth == 0 and any(x.depth for x in defs if d.start < x.start <= d.end):
+                # A class: its own lines up to its first member, not its methods' (they have their own).
+                first = min(x.start for x in defs if x.depth and d.start < x.start <= d.end)
+                body = lines[d.start - 1 : first - 1]
+            tokens = Counter(words_of(" ".join([qualname] * 3 + body)))
+            found.append(_Entry(rel, d, qualname, _module(rel), tokens))
+    return found
+
+
+def _dotted_names(task: str) -> list[list[str]]:
+    names = []
+    for match in DOTTED.finditer(task):
+        parts = match.group(0).split(".")
+        if parts[-1].lower() in FILE_SUFFIXES or len(parts[0]) < 2:  # a file name, "e.g"
+            continue
+        names.append(parts)
+    return names
+
+
+def _code_names(task: str) -> set[str]:
+    found = set()
+    for groups in CODE_NAME.findall(task):
+        for g in groups:
+            for part in g.split("."):
+                if len(part) > 2 and part.lower() not in STOPWORDS:
+                    found.add(part)
+    return found
+
+
+def _resolves(entry: _Entry, parts: list[str]) -> bool:
+    """Whether a dotted name (`pkg.mod.Class.method`, `Class.method`, `mod.func`) is this definition:
+    its last one or two parts are the definition's name (and class), and any parts before them are a
+    tail of its module's path, or its package, where a package re-exports the name."""
+    qual = entry.qualname.split(".")
+    for size in (2, 1):
+        if len(qual) != size or parts[-size:] != qual:
+            continue
+        module = parts[:-size]
+        if not module:
+            return size == 2  # `Class.method` is precise enough; a bare name is an identifier
+        path = [p for p in entry.module if p not in ("src", "lib")]
+        if path[-len(module) :] == module or (path and path[0] == module[0]):
+            return True
+    return False
+
+
+def _framed(entries: list[_Entry], task: str) -> dict[int, int]:
+    """{id of an entry: the line of it that a traceback frame in the task points at}: the innermost
+    definition holding each frame's line, in the file whose path ends as the frame's does."""
+    found: dict[int, int] = {}
+    for match in FRAME.finditer(task):
+        path, line = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
+        path, number = path.replace("\\", "/"), int(line)
+        holding = [
+            e
+            for e in entries
+            if (path == e.rel or path.endswith("/" + e.rel) or e.rel.endswith("/" + path.lstrip("./")))
+            and e.definition.start <= number <= e.definition.end
+        ]
+        if holding:
+            innermost = max(holding, key=lambda e: e.definition.start)
+            found.setdefault(id(innermost), number)
+    return found
+
+
+def find_definitions(files: list[tuple[str, str]], task: str, limit: int = 6) -> list[Found]:
+    """The definitions of `files` ([(path, text)]) that `task` seems to be about, best first; [] when
+    nothing in the task points anywhere."""
+    entries = _entries(files)
+    if not entries:
+        return []
+    dotted = _dotted_names(task)
+    names = _code_names(task)
+    literals = [a or b for a, b in LITERAL.findall(task)]
+    query = Counter(words_of(task))
+    by_name = Counter(e.definition.name for e in entries)
+    framed = _framed(entries, task)
+    # BM25 over the definitions, each a document of its name, docstring and body.
+    count = len(entries)
+    average = sum(sum(e.tokens.values()) for e in entries) / count
+    having = Counter(w for e in entries for w in e.tokens if w in query)
+    idf = {w: math.log(1 + (count - n + 0.5) / (n + 0.5)) for w, n in having.items()}
+    resolving = {id(e): next((parts for parts in dotted if _resolves(e, parts)), None) for e in entries}
+    # A name the task gave with its class or module (`TTLCache.expire`) does not also mean every other
+    # definition of that name (`TLRUCache.expire`).
+    placed = {parts[-1] for parts in resolving.values() if parts}
+    scored = []
+    for e in entries:
+        score, why = 0.0, []
+        resolved = resolving[id(e)]
+        if resolved:
+            score += 100.0
+            why.append(f"the task names `{'.'.join(resolved)}`")
+        elif id(e) in framed:
+            score += 60.0
+            why.append(f"the traceback in the task points at line {framed[id(e)]}")
+        elif e.definition.name in names and e.definition.name not in placed:
+            score += 40.0 / by_name[e.definition.name]
+            why.append(f"the task names `{e.definition.name}`")
+        length = sum(e.tokens.values())
+        lexical, matched = 0.0, []
+        for word, weight in idf.items():
+            tf = e.tokens.get(word, 0)
+            if tf:
+                lexical += weight * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / average))
+                matched.append(word)
+        if lexical:
+            score += 4.0 * lexical
+            if not why:
+                shown = ", ".join(sorted(matched, key=lambda w: -idf[w])[:4])
+                why.append(f"it shares the task's words {shown}")
+        for literal in literals:  # the literal's own words, all of them
+            parts = words_of(literal)
+            if parts and all(p in e.tokens for p in parts):
+                score += 8.0
+                why.append(f'it uses "{literal}"')
+                break
+        if score <= 0:
+            continue
+        if is_test_file(e.rel):
+            score *= TEST_WEIGHT
+        scored.append(Found(e.rel, e.definition, e.qualname, score, "; ".join(why)))
+    scored.sort(key=lambda f: (-f.score, f.rel, f.definition.start))
+    if not scored:
+        return []
+    best = scored[0].score
+    strong = [f for f in scored if f.score >= best * MIN_SHARE]
+    chosen: list[Found] = []
+    for f in strong:
+        # A class holding another strong result gives way to it (the method is what the task is
+        # about); a method inside a class already chosen is shown with it.
+        inside = [
+            o for o in strong if o is not f and o.rel == f.rel and _contains(f.definition, o.definition)
+        ]
+        if inside or any(c.rel == f.rel and _contains(c.definition, f.definition) for c in chosen):
+            continue
+        chosen.append(f)
+        if len(chosen) >= limit:
+            break
+    return chosen
+
+
+def _contains(outer: Definition, inner: Definition) -> bool:
+    return outer.start <= inner.start and inner.end <= outer.end and outer != inner
+
+
+def is_test_file(rel: str) -> bool:
+    """Whether a path is a test: under a tests/ or test/ folder, or named test_*, *_test or *.test.*."""
+    path = PurePosixPath(rel)
+    return (
+        bool({"tests", "test"} & set(path.parts[:-1]))
+        or path.name.startswith("test_")
+        or path.stem.endswith(("_test", ".test", ".spec"))
+    )

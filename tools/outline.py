@@ -1,0 +1,180 @@
+"""The outline of a source file: its functions, classes and methods with their one-line signatures and
+lines, read with tree-sitter grammars (which read past syntax errors, so a half-written file still has
+one). The repository view, the code finder and the refusal of an unseen write all show files this way.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache, lru_cache
+from pathlib import PurePosixPath
+
+TAIL_LINES = 12  # the end of a long file, shown so that an addition at the end has an anchor
+TRAILING_COMMENT = re.compile(r"(?m)[ \t]*(?:#|//)[^\n'\"]*$")
+
+
+@dataclass(frozen=True)
+class Definition:
+    name: str
+    signature: str  # one line: `def f(a, b=1) -> int`, `class C(B)`, `func (s *S) M()`
+    start: int  # 1-based, decorators included
+    end: int
+    depth: int  # 0: top level; 1: a member of a class, impl or trait
+
+
+# tree-sitter grammars by suffix: (module, its language function, the definitions' node types, the
+# node types whose members are listed one level down, wrappers to look through).
+_PY = ({"function_definition", "class_definition"}, {"class_definition"}, {"decorated_definition"})
+_JS = (
+    {"function_declaration", "class_declaration", "method_definition", "generator_function_declaration",
+     "interface_declaration", "type_alias_declaration", "enum_declaration", "abstract_class_declaration"},
+    {"class_declaration", "abstract_class_declaration", "interface_declaration"},
+    {"export_statement"},
+)  # fmt: skip
+_GO = ({"function_declaration", "method_declaration", "type_spec"}, set(), {"type_declaration"})
+_RS = (
+    {"function_item", "struct_item", "enum_item", "trait_item", "impl_item", "function_signature_item",
+     "mod_item", "type_item"},
+    {"impl_item", "trait_item"},
+    set(),
+)  # fmt: skip
+GRAMMARS = {
+    ".py": ("tree_sitter_python", "language", *_PY),
+    ".js": ("tree_sitter_javascript", "language", *_JS),
+    ".mjs": ("tree_sitter_javascript", "language", *_JS),
+    ".cjs": ("tree_sitter_javascript", "language", *_JS),
+    ".jsx": ("tree_sitter_javascript", "language", *_JS),
+    ".ts": ("tree_sitter_typescript", "language_typescript", *_JS),
+    ".tsx": ("tree_sitter_typescript", "language_tsx", *_JS),
+    ".go": ("tree_sitter_go", "language", *_GO),
+    ".rs": ("tree_sitter_rust", "language", *_RS),
+}
+_BODY_NODES = {"block", "class_body", "declaration_list", "statement_block", "interface_body",
+               "field_declaration_list", "struct_type", "enum_variant_list", "object_type"}  # fmt: skip
+
+
+@cache
+def _parser(suffix: str):
+    """A tree-sitter parser for files with `suffix`; None when no grammar for it is installed."""
+    from importlib import import_module
+
+    from tree_sitter import Language, Parser
+
+    module, function = GRAMMARS[suffix][:2]
+    try:
+        return Parser(Language(getattr(import_module(module), function)()))
+    except (ImportError, AttributeError):
+        return None
+
+
+def outline(rel: str, text: str) -> list[Definition]:
+    """The definitions of a source file, in order; [] for a language without a grammar here.
+    tree-sitter reads past syntax errors, so a half-written file still has an outline."""
+    return list(_outline(rel, text))
+
+
+@lru_cache(maxsize=2048)  # the map, the code finder and a refusal read the same files in one task
+def _outline(rel: str, text: str) -> tuple[Definition, ...]:
+    suffix = PurePosixPath(rel).suffix.lower()
+    if suffix not in GRAMMARS or (parser := _parser(suffix)) is None:
+        return []
+    _, _, kinds, containers, wrappers = GRAMMARS[suffix]
+    data = text.encode("utf-8", errors="replace")
+    found: list[Definition] = []
+
+    def visit(node, depth: int, start_row: int | None = None) -> None:
+        for child in node.children:
+            if child.type in wrappers:
+                inner = [c for c in child.children if c.type in kinds or c.type in wrappers]
+                visit(child, depth, child.start_point[0] if inner else None)
+            elif child.type in kinds:
+                found.append(_definition(child, data, depth, start_row))
+                if child.type in containers and depth == 0:
+                    body = child.child_by_field_name("body") or next(
+                        (c for c in child.children if c.type in _BODY_NODES), None
+                    )
+                    if body is not None:
+                        visit(body, 1)
+            start_row = None
+
+    visit(parser.parse(data).root_node, 0)
+    return tuple(found)
+
+
+def _definition(node, data: bytes, depth: int, start_row: int | None) -> Definition:
+    name_node = node.child_by_field_name("name") or node.child_by_field_name("type")
+    name = name_node.text.decode("utf-8", "replace") if name_node is not None else node.type
+    body = node.child_by_field_name("body") or next((c for c in node.children if c.type in _BODY_NODES), None)
+    head_end = body.start_byte if body is not None else node.end_byte
+    head = data[node.start_byte : head_end].decode("utf-8", "replace")
+    head = TRAILING_COMMENT.sub("", head)  # `def f(self):  # why` or `fn f() { // why`
+    signature = " ".join(head.split()).rstrip(":{ ").strip()
+    if len(signature) > 140:
+        signature = signature[:137] + "..."
+    start = (start_row if start_row is not None else node.start_point[0]) + 1
+    return Definition(name, signature, start, node.end_point[0] + 1, depth)
+
+
+def fence_for(text: str) -> str:
+    """A backtick fence longer than any run of backticks in the text (Markdown files hold fences)."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def qualname(d: Definition, defs: list[Definition]) -> str:
+    """`Class.method` for a member, the name for a top-level definition (`defs`: the file's outline)."""
+    if d.depth == 0:
+        return d.name
+    owner = next((o for o in reversed(defs) if o.depth == 0 and o.start < d.start <= o.end), None)
+    return f"{owner.name}.{d.name}" if owner else d.name
+
+
+def excerpt(
+    rel: str,
+    text: str,
+    wanted: list[Definition],
+    budget: int,
+    head: str,
+    why: dict[Definition, str] | None = None,
+    members_of_wanted_only: bool = False,
+) -> tuple[str, list[str]]:
+    """A file too long to show whole, as a model is shown it: `head`, its outline with line numbers,
+    the `wanted` definitions whole (each with `why` it was chosen), its last lines (the anchor of an
+    addition at the end), within about `budget` characters. Returns the text and the names of the
+    definitions shown whole (`Class.method` for a member). `members_of_wanted_only`: list only the
+    members of the classes holding a wanted definition (the rest of a large file is noise)."""
+    lines = text.splitlines()
+    defs = outline(rel, text)
+    listed = defs
+    if members_of_wanted_only:
+        owners = {qualname(d, defs).split(".")[0] for d in wanted if d.depth}
+        listed = [d for d in defs if d.depth == 0 or qualname(d, defs).split(".")[0] in owners]
+    parts, shown = [head], []
+    if defs:
+        listing = "\n".join(f"{d.start:>6}  {'    ' * d.depth}{d.signature}" for d in listed)
+        if len(listing) > budget // 3:
+            listing = "\n".join(f"{d.start:>6}  {d.signature}" for d in defs if d.depth == 0)
+        if len(listing) > budget // 3:
+            kept = listing[: listing.rfind("\n", 0, budget // 3)]
+            listing = f"{kept}\n   ...  ({listing.count(chr(10)) - kept.count(chr(10))} more definitions)"
+        parts.append(f"Its outline (line numbers on the left):\n{listing}")
+    used = sum(len(p) for p in parts)
+    for d in wanted:
+        body = "\n".join(lines[d.start - 1 : d.end])
+        if used + len(body) > budget:
+            parts.append(f"(The definition {d.name}, lines {d.start}-{d.end}, is too long to show here.)")
+            continue
+        label = qualname(d, defs) + (f": {why[d]}" if why and d in why else "")
+        fence = fence_for(body)
+        parts.append(f"Lines {d.start}-{d.end} of {rel} ({label}):\n{fence}\n{body}\n{fence}")
+        used += len(body)
+        shown.append(qualname(d, defs))
+    tail = "\n".join(lines[-TAIL_LINES:])
+    if used + len(tail) <= budget:
+        fence = fence_for(tail)
+        parts.append(
+            f"The last {min(TAIL_LINES, len(lines))} lines of {rel} (lines {max(1, len(lines) - TAIL_LINES + 1)}"
+            f"-{len(lines)}):\n{fence}\n{tail}\n{fence}"
+        )
+    return "\n\n".join(parts), shown
