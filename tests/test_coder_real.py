@@ -60,6 +60,7 @@ def test_on_the_real_model_a_failed_check_goes_back_and_the_model_fixes_it(
     assert "Bonjour" in (work / "greet.py").read_text()
 
 
+@pytest.mark.timeout(900)
 def test_on_the_real_model_a_task_naming_a_function_and_no_path_is_shown_it_and_fixed(
     embedded, tmp_path, isolated_state
 ):
@@ -77,7 +78,7 @@ def test_on_the_real_model_a_task_naming_a_function_and_no_path_is_shown_it_and_
     )  # fmt: skip
     result = agent("run", str(task), "-p", profile, "--workdir", str(work), timeout=900)
     [path] = sessions(isolated_state)
-    first = next(e for e in events_of(path) if e["type"] == "message" and e["message"]["role"] == "user")
-    assert "(helper_42: the task names `pkg.utils.helper_42`)" in first["message"]["content"]
+    first = next(e for e in events_of(path) if e["type"] == "user.message")
+    assert "(helper_42: the task names `pkg.utils.helper_42`)" in first["content"]
     assert result.returncode == 0, result.stderr[-3000:]
     assert (work / "src/pkg/utils.py").read_text() == before.replace("value - 42", "value + 42")

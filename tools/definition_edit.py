@@ -82,6 +82,8 @@ def definitions_change(current: str, block: str, shown: set[str], task: str = ""
     for node in news:
         text = "\n".join(block_lines[_first_line(node) - 1 : node.end_lineno])
         olds = tops.get(node.name, []) or tops.get(_renamed_from(node.name, shown, tops, task), [])
+        if len(olds) == 1 and _same(text, "\n".join(lines[_first_line(olds[0]) - 1 : olds[0].end_lineno])):
+            continue  # copied as it stands (the end of a file shown as its anchor): nothing to change
         if len(olds) > 1 or (olds and olds[0].name not in shown):
             methods = _methods_of_class_block(node, olds, shown, block_lines, lines)
             if methods is None:
@@ -175,6 +177,13 @@ def _methods_of_class_block(
         text = "\n".join(block_lines[_first_line(child) - 1 : child.end_lineno])
         spans.append(_method_span(members[name][0], text, lines))
     return spans or None
+
+
+def _same(a: str, b: str) -> bool:
+    """The same code, but for indentation and blank lines."""
+    return [line.strip() for line in a.splitlines() if line.strip()] == [
+        line.strip() for line in b.splitlines() if line.strip()
+    ]
 
 
 def _renamed_from(name: str, shown: set[str], tops: dict[str, list[ast.stmt]], task: str) -> str:

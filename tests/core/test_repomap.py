@@ -537,9 +537,9 @@ def test_a_short_file_holding_the_code_found_is_shown_whole_with_why(tmp_path):
     assert "src/pkg/sizes.py" in view.whole  # so it may be written whole
 
 
-def pathless_library(tmp_path: Path) -> tuple[Path, Path]:
+def pathless_library(tmp_path: Path, functions: int = 140) -> tuple[Path, Path]:
     """library() with a bug planted in helper_42, and a task that names the function, never its file."""
-    work = library(tmp_path / "work")
+    work = library(tmp_path / "work", functions)
     utils = work / "src/pkg/utils.py"
     utils.write_text(utils.read_text().replace("    total = value + 42\n", "    total = value - 42\n"))
     subprocess.run(["git", "add", "-A"], cwd=work, check=True)

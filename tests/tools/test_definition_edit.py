@@ -175,3 +175,11 @@ async def test_a_refused_write_of_a_long_unseen_file_shows_its_outline_and_the_d
     result = await WriteFile().run(WriteArgs(path="big.py", content=EXPIRE), ctx)
     assert result.ok and "replaced `TTL.expire`" in result.output
     assert "t < now" in path.read_text() and path.read_text().count("def f") == 800
+
+
+def test_a_definition_never_shown_but_copied_as_it_stands_is_left_alone_beside_the_change():
+    """The real coder fixed the shown function and copied the file's last one, seen as its anchor."""
+    new, said = definitions_change(CURRENT, FIXED + "\n\ndef other(x):\n    return x\n", {"_Number"})
+    assert new == CURRENT.replace("self.compare(self.bound, value)", "self.compare(value, self.bound)")
+    assert said == "replaced `_Number` where it stood"
+    assert definitions_change(CURRENT, FIXED + "\n\ndef other(x):\n    return 2 * x\n", {"_Number"}) is None
