@@ -32,6 +32,7 @@ CODE_NAME = re.compile(
 # A frame of a traceback or of pytest's report pasted into the task: `File "src/pkg/x.py", line 12, in f`
 # or `src/pkg/x.py:12: in f`.
 FRAME = re.compile(r'File "([^"\n]+)", line (\d+)|^([\w./-]+\.py):(\d+):', re.M)
+WORD_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
 LITERAL = re.compile(r"""(?<!\w)(?:"([^"\n]{1,60})"|'([^'\n]{1,60})')""")
 TOKEN = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|\d+")
 FILE_SUFFIXES = {"py", "md", "txt", "toml", "cfg", "ini", "json", "yaml", "yml", "js", "ts", "rs", "go", "sh"}
@@ -46,6 +47,28 @@ STOPWORDS = frozenset(
 )
 K1, B = 1.2, 0.75  # BM25's usual constants
 TEST_WEIGHT = 0.3  # a test is the task's evidence, not where the change goes
+ASIDE_WEIGHT = 0.5  # docs/, examples/, benchmarks/: code, but seldom what a task is about
+ASIDE_FOLDERS = frozenset({"docs", "doc", "examples", "example", "benchmarks", "bench", "scripts"})
+# What users say and what code calls it: "evicts" is `popitem` or `remove`, "reads" is `get`. A
+# synonym counts at half the weight of the word itself.
+_SYNONYMS = {
+    "evict": "pop remove discard delete expire purge",
+    "read": "get getitem access load fetch lookup",
+    "write": "set setitem put store save dump",
+    "remove": "pop delete discard delitem strip",
+    "delete": "remove pop delitem discard",
+    "add": "append insert put push extend",
+    "find": "search lookup index match locate",
+    "count": "len size total number",
+    "convert": "to from cast parse format",
+    "sort": "order sorted rank",
+    "split": "partition chunk separate tokenize",
+    "join": "concat merge combine",
+    "check": "valid verify ensure test",
+    "compare": "cmp eq lt gt equal",
+    "round": "floor ceil truncate precision",
+    "empty": "none blank null zero",
+}
 MIN_SHARE = 0.5  # of the best score: below it a definition is a weaker guess than the map's own ranking
 
 
@@ -70,12 +93,17 @@ class _Entry:
 
 
 def stem(word: str) -> str:
-    """A light stemmer: "evicts", "evicted", "eviction" and "evicting" all read "evict"."""
+    """A light stemmer: "evicts", "evicted", "eviction" and "evicting" all read "evict", and "remove",
+    "removes" and "removed" read "remov"."""
     word = word.lower()
     for suffix in ("ations", "ation", "ings", "ing", "ions", "ion", "ies", "ed", "es", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
-    return word
+            word = word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+            break
+    return word[:-1] if word.endswith("e") and len(word) > 4 else word
+
+
+SYNONYMS = {stem(word): tuple(stem(alt) for alt in alts.split()) for word, alts in _SYNONYMS.items()}
 
 
 def words_of(text: str) -> list[str]:
@@ -176,13 +204,17 @@ def find_definitions(files: list[tuple[str, str]], task: str, limit: int = 6) ->
     names = _code_names(task)
     literals = [a or b for a, b in LITERAL.findall(task)]
     query = Counter(words_of(task))
+    related = {alt: 0.5 for word in query for alt in SYNONYMS.get(word, ()) if alt not in query}
+    # A plain word of the task that is a definition's exact name (`naturaldelta`) names it, at half the
+    # weight of a name written as code: many names are also English words.
+    names |= {w for w in WORD_NAME.findall(task) if len(w) >= 6 and w.lower() not in STOPWORDS}
     by_name = Counter(e.definition.name for e in entries)
     framed = _framed(entries, task)
     # BM25 over the definitions, each a document of its name, docstring and body.
     count = len(entries)
     average = sum(sum(e.tokens.values()) for e in entries) / count
-    having = Counter(w for e in entries for w in e.tokens if w in query)
-    idf = {w: math.log(1 + (count - n + 0.5) / (n + 0.5)) for w, n in having.items()}
+    having = Counter(w for e in entries for w in e.tokens if w in query or w in related)
+    idf = {w: related.get(w, 1.0) * math.log(1 + (count - n + 0.5) / (n + 0.5)) for w, n in having.items()}
     resolving = {id(e): next((parts for parts in dotted if _resolves(e, parts)), None) for e in entries}
     # A name the task gave with its class or module (`TTLCache.expire`) does not also mean every other
     # definition of that name (`TLRUCache.expire`).
@@ -222,6 +254,8 @@ def find_definitions(files: list[tuple[str, str]], task: str, limit: int = 6) ->
             continue
         if is_test_file(e.rel):
             score *= TEST_WEIGHT
+        elif ASIDE_FOLDERS & set(PurePosixPath(e.rel).parts[:-1]):
+            score *= ASIDE_WEIGHT
         scored.append(Found(e.rel, e.definition, e.qualname, score, "; ".join(why)))
     scored.sort(key=lambda f: (-f.score, f.rel, f.definition.start))
     if not scored:

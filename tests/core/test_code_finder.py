@@ -130,3 +130,17 @@ def test_a_traceback_pasted_into_the_task_points_at_the_definition_holding_its_l
     assert found[0].why == "the traceback in the task points at line 15"
     found = find_definitions(files(), "src/mypkg/units.py:7: in parse_size\nKeyError: 'KiB'")
     assert names(found)[0] == "src/mypkg/units.py:parse_size"
+
+
+def test_what_users_say_finds_what_code_calls_it_and_a_plain_word_can_be_a_name():
+    code = [
+        (
+            "src/q.py",
+            'def discard_oldest(queue):\n    """Take the oldest entry off."""\n    return queue.pop(0)\n',
+        ),
+        ("src/r.py", "def render(rows):\n    return rows\n"),
+        ("docs/conf.py", "def setup(app):\n    app.evict = True\n"),
+    ]
+    found = find_definitions(code, "The queue evicts the newest entry instead.")
+    assert names(found)[0] == "src/q.py:discard_oldest"  # evict ~ discard, pop; docs/ weigh less
+    assert names(find_definitions(code, "render drops the header row")) == ["src/r.py:render"]
