@@ -197,7 +197,7 @@ def test_the_grace_lets_a_command_finish_on_sigterm_and_its_last_words_are_kept(
     # the output is read during the grace, or the writer would block until the SIGKILL.
     output = CappedOutput()
     last_words = "head -c 300000 /dev/zero | tr '\\0' x; echo; echo finishing; exit 143"
-    command = f"trap \"{last_words}\" TERM; echo started; sleep 60 & wait"
+    command = f'trap "{last_words}" TERM; echo started; sleep 60 & wait'
     ran = run_command(["bash", "-c", command], output=output, timeout=0.5, grace=10)
     assert ran.timed_out and ran.returncode == 143 and ran.seconds < 10
     assert output.text() == "started\n" + "x" * 300000 + "\nfinishing\n"
