@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from agent import __version__
+from tools.approval import MODES as APPROVAL_MODES
 
 # command path -> "module:function"
 HANDLERS = {
@@ -75,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--continue", dest="tui_continue", action="store_true", help="continue this folder's newest session"
     )
     tui.add_argument(
-        "--approval", dest="tui_approval", choices=["ask", "auto-edit", "full-auto", "read-only"],
+        "--approval", dest="tui_approval", choices=APPROVAL_MODES,
         help="how tool calls are approved (default: settings, else ask)",
     )  # fmt: skip
     tui.add_argument(
@@ -278,7 +279,7 @@ def _task_commands(commands: argparse._SubParsersAction) -> None:
     run.add_argument("-p", "--profile", help="server profile (overrides the front matter)")
     run.add_argument("--base-url", help="attach to this OpenAI-compatible server (also AGENT_BASE_URL)")
     run.add_argument("--max-turns", type=int, help="model requests before stopping (exit 3)")
-    run.add_argument("--approval", choices=["ask", "auto-edit", "full-auto", "read-only"])
+    run.add_argument("--approval", choices=APPROVAL_MODES)
     run.add_argument("--workdir", help="where the agent works (default: front matter, then here)")
     run.add_argument("--resume", metavar="SESSION", help="continue a session where it stopped")
     run.add_argument(
@@ -316,7 +317,7 @@ def _task_commands(commands: argparse._SubParsersAction) -> None:
     new.add_argument("--list", action="store_true", help="the templates: what each is, where it comes from")
     new.add_argument("-p", "--profile", help="server profile for the agent part")
     new.add_argument("--base-url", help="attach to this OpenAI-compatible server (also AGENT_BASE_URL)")
-    new.add_argument("--approval", choices=["ask", "auto-edit", "full-auto", "read-only"],
+    new.add_argument("--approval", choices=APPROVAL_MODES,
                      help="headless default: full-auto (the folder is new)")  # fmt: skip
     new.add_argument("--max-turns", type=int, help="model requests before stopping (exit 3)")
     new.add_argument("--check", metavar="CMD", help="decides success instead of the template's check")

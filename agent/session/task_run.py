@@ -32,6 +32,7 @@ from agent.session.taskfile import Task, TaskSpec, check_command_exists, load_ta
 from agent.session.ways import fresh_start
 from agent.settings.config import Settings, load_settings, state_dir
 from agent.store.transcripts import SessionRecord, load_session
+from tools.approval import EDITS_UNASKED
 
 FRESH_START_BRANCH = "agent/fresh-starts/"  # + session id and number: a stuck line's work, put aside
 # What `--resume` without a task file says when the session ended on the model's answer.
@@ -159,7 +160,7 @@ def prepare_task(
     approval = request.approval or spec.approval or settings.approval
     if approval == "ask" and say:
         say("warning: approval mode 'ask' in a headless run: edits and commands will be refused. "
-            "Use --approval auto-edit or full-auto.")  # fmt: skip
+            f"Use --approval {' or '.join(EDITS_UNASKED)}.")  # fmt: skip
     limits = Limits(
         max_turns=request.max_turns or spec.max_turns or settings.max_turns, max_seconds=spec.time_limit
     )

@@ -16,7 +16,8 @@ from frontmatter.default_handlers import YAMLHandler
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.errors import ConfigError
-from agent.settings.config import ApprovalMode, describe_validation_error
+from agent.settings.config import describe_validation_error
+from tools.approval import MODES_IN_WORDS, ApprovalMode
 from tools.mcp import parse_servers
 from tools.shell_parser import parse
 
@@ -41,7 +42,7 @@ class TaskSpec(BaseModel):
     workdir: str | None = Field(None, description="Where the agent works; relative to the task file.")
     max_turns: int | None = Field(None, ge=1, description="Model requests before stopping (exit 3).")
     time_limit: float | None = Field(None, gt=0, description="Seconds, or '90s', '10m', '1h' (exit 3).")
-    approval: ApprovalMode | None = Field(None, description="ask, auto-edit, full-auto or read-only.")
+    approval: ApprovalMode | None = Field(None, description=f"{MODES_IN_WORDS}.")
     sampling: SamplingOverrides = Field(default_factory=SamplingOverrides)
     tool_choice: Literal["auto", "required"] | None = Field(None, description="Sent to the server as is.")
     check: str | None = Field(
