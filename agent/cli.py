@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from agent import __version__
+from agent.errors import RUN_EXIT_CODES, ExitCode
 from tools.approval import MODES as APPROVAL_MODES
 
 # command path -> "module:function"
@@ -278,7 +279,9 @@ def _task_commands(commands: argparse._SubParsersAction) -> None:
     run.add_argument("task", nargs="?", help="task file: Markdown, with optional YAML front matter")
     run.add_argument("-p", "--profile", help="server profile (overrides the front matter)")
     run.add_argument("--base-url", help="attach to this OpenAI-compatible server (also AGENT_BASE_URL)")
-    run.add_argument("--max-turns", type=int, help="model requests before stopping (exit 3)")
+    run.add_argument(
+        "--max-turns", type=int, help=f"model requests before stopping (exit {ExitCode.LIMIT.value})"
+    )
     run.add_argument("--approval", choices=APPROVAL_MODES)
     run.add_argument("--workdir", help="where the agent works (default: front matter, then here)")
     run.add_argument("--resume", metavar="SESSION", help="continue a session where it stopped")
@@ -301,10 +304,7 @@ def _task_commands(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--tool-choice", choices=["auto", "required"], help=argparse.SUPPRESS)
     run.add_argument("--json", action="store_true", help="one JSON event per line on stdout")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
-    run.epilog = (
-        "exit codes: 0 success, 1 task or check failed, 2 usage/config, 3 limit, 4 server, "
-        "5 another agent works in this folder, 130 interrupted, 143 terminated (SIGTERM)"
-    )
+    run.epilog = RUN_EXIT_CODES
 
     new = commands.add_parser(
         "new", help="start a project from a template (git, AGENTS.md, a check), then let the agent build it",
@@ -319,7 +319,9 @@ def _task_commands(commands: argparse._SubParsersAction) -> None:
     new.add_argument("--base-url", help="attach to this OpenAI-compatible server (also AGENT_BASE_URL)")
     new.add_argument("--approval", choices=APPROVAL_MODES,
                      help="headless default: full-auto (the folder is new)")  # fmt: skip
-    new.add_argument("--max-turns", type=int, help="model requests before stopping (exit 3)")
+    new.add_argument(
+        "--max-turns", type=int, help=f"model requests before stopping (exit {ExitCode.LIMIT.value})"
+    )
     new.add_argument("--check", metavar="CMD", help="decides success instead of the template's check")
     new.add_argument("--fresh-starts", type=int, metavar="N", help=FRESH_STARTS_HELP + " (default 2)")
     new.add_argument(
@@ -444,4 +446,4 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED

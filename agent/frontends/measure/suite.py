@@ -36,14 +36,14 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from agent.errors import AgentError, ConfigError
+from agent.errors import AgentError, ConfigError, ExitCode
 from agent.session.taskfile import load_task
 from agent.settings.config import cache_dir
 from agent.store.redact import redact_record
 from agent.store.telemetry import TurnStats, summarise_turns
 from tools.process_group import CappedOutput, run_command
 
-TIMED_OUT = 124  # the exit code a task gets when the suite stopped it (as timeout(1) does)
+TIMED_OUT = ExitCode.TIMED_OUT  # (the name its tests and examples/compare_aider.py use)
 DEFAULT_TIMEOUT = 900.0  # seconds, for a task without a time_limit
 SETUP_ALLOWANCE = 120.0  # seconds past a task's own time_limit: start-up, the last check, shutdown
 
