@@ -37,6 +37,7 @@ from typing import Any
 from agent.core.checks import CheckResult, last_check
 from agent.core.llm import ModelClient
 from agent.core.loop import Outcome
+from agent.core.workbench import auto_commit_subject
 from agent.errors import ConfigError, ExitCode
 from agent.events import AttemptsFinished, ErrorEvent, Event, Notice
 from agent.session.connect import Connection, connect
@@ -318,10 +319,9 @@ def _conclude(
 
 
 def _auto_commit(trees: AttemptTrees, prep: PreparedTask) -> None:
-    subject = f"agent: {(prep.task.body if prep.task else 'task').splitlines()[0][:60]}"
     checkpoints = Checkpoints(trees.repo)
     newest = checkpoints.list()[-1]
-    checkpoints.commit_changes(subject, newest.sha)
+    checkpoints.commit_changes(auto_commit_subject(prep.task.body if prep.task else ""), newest.sha)
 
 
 def _safely(make, default):

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from agent.core.checks import CheckResult, fresh_start_note, last_check, work_until_checked
 from agent.core.loop import Limits, Outcome
 from agent.core.task_message import task_message
+from agent.core.workbench import auto_commit_subject
 from agent.errors import ConfigError, ExitCode
 from agent.events import ErrorEvent, Event, Notice
 from agent.server.profiles import ServerProfile
@@ -205,7 +206,7 @@ async def run_task(
         auto_commit = prep.settings.auto_commit if request.auto_commit is None else request.auto_commit
         if auto_commit and status == "completed":
             note = live.workbench.auto_commit(
-                f"agent: {(prep.task.body if prep.task else 'resumed task').splitlines()[0][:60]}"
+                auto_commit_subject(prep.task.body if prep.task else "resumed task")
             )
             if note:
                 live.emit(Notice(note))
