@@ -6,8 +6,9 @@ to a sink as it arrives. On timeout, on cancel, or on an exception from a sink o
 group is stopped: SIGTERM, up to `grace` seconds for it to go, then SIGKILL until nothing of it is left.
 The descendants that left the group (`setsid`) while still below the command get the same signals.
 Only the group we started is signalled: its id stays taken while any member lives or its leader is
-unreaped, and the sync runner sees its command exit without reaping it (a pidfd, `waitid(WNOWAIT)`).
-(A daemon that double-forked away before the stop is out of reach without cgroups.)
+unreaped, the sync runner sees its command exit without reaping it (a pidfd, `waitid(WNOWAIT)`), and
+once the command has exited, Linux hands out pids in turn, so a freed id is not another group's a
+moment later. (A daemon that double-forked away before the stop is out of reach without cgroups.)
 
 `run_command` blocks (the lint command, the suite, the build); `run_command_async` is for the event
 loop (the bash tool, the check). Both take the same arguments and return a `CommandRun`.
@@ -154,14 +155,16 @@ def run_command(
                 break
             watch.wait(min(left, 1.0))
         if timed_out or kill_leftovers:
-            for pause in _stopping(proc.pid, grace):
+            if not timed_out:
+                _reap(proc)  # (then a group of one zombie is no group: nothing to look through /proc for)
+            for pause in _stopping(proc.pid, grace, watch.exited):
                 watch.spend(pause)  # (output still arrives: a command finishing on SIGTERM says so)
         until = time.monotonic() + DRAIN
         while watch.reading and (left := until - time.monotonic()) > 0:
             watch.wait(left)
     except BaseException:  # interrupted, or a sink raised: the command goes with us
         watch.discard()  # (still read, so that a command finishing on SIGTERM is not blocked writing)
-        for pause in _stopping(proc.pid, grace):
+        for pause in _stopping(proc.pid, grace, watch.exited):
             watch.spend(pause)
         watch.close()
         _reap(proc)
@@ -198,11 +201,13 @@ async def run_command_async(
     try:
         try:
             async with asyncio.timeout(timeout):
-                if not kill_leftovers:
+                if kill_leftovers:
+                    await _exit(proc)
+                else:
                     await asyncio.wait(readers)  # (not gather: a timeout must not cancel the readers)
                     for reader in readers:
                         reader.result()  # a sink's error
-                await _exit(proc)
+                    await proc.wait()  # (the pipes are closed: this is the exit, seen at once)
         except TimeoutError:
             timed_out = True
         if timed_out or kill_leftovers:
@@ -338,7 +343,7 @@ async def _exit(proc: asyncio.subprocess.Process, seconds: float | None = None) 
 
 
 async def _stop_async(proc: asyncio.subprocess.Process, grace: float) -> None:
-    for pause in _stopping(proc.pid, grace):
+    for pause in _stopping(proc.pid, grace, proc.returncode is not None):
         await asyncio.sleep(pause)
     await _exit(proc, 5.0)
 
@@ -356,11 +361,12 @@ def _close(proc: asyncio.subprocess.Process, readers: list[asyncio.Future]) -> N
 # ---------------------------------------------------------------------------------------- the stop
 
 
-def _stopping(pgid: int, grace: float) -> Iterator[float]:
+def _stopping(pgid: int, grace: float, leader_exited: bool) -> Iterator[float]:
     """Stop group `pgid` and the descendants that left it: SIGTERM, up to `grace` seconds (none when 0)
     for all of them to go, then SIGKILL until none is left. Yields the seconds to wait between looks,
-    so that the sync runner reads the output meanwhile and the async one awaits."""
-    escaped = [p for p in _descendants(pgid, process_table()) if p.pgid != pgid]
+    so that the sync runner reads the output meanwhile and the async one awaits. Once the leader has
+    exited its children belong to init, so no descendant can be found: /proc is not read for them."""
+    escaped = [] if leader_exited else [p for p in _descendants(pgid, process_table()) if p.pgid != pgid]
     if grace > 0 and signal_tree(pgid, escaped, signal.SIGTERM):
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline and (group_alive(pgid) or any(_alive(p) for p in escaped)):
@@ -430,7 +436,7 @@ def signal_tree(pgid: int, escaped: list[ProcessEntry], sig: signal.Signals) -> 
         alive = False
     except PermissionError:  # none of it may be signalled (a setuid member; on macOS, zombies only)
         alive = False
-    current = process_table()
+    current = process_table() if alive or escaped else {}
     if alive and current and all(p.state == "Z" for p in current.values() if p.pgid == pgid):
         # A group of zombies takes signals but is dead: where PID 1 does not reap orphans (a container
         # without an init), a killed `sleep` stays one, and the SIGKILL loop spun its full second.
