@@ -156,7 +156,7 @@ def run_command(
             watch.wait(min(left, 1.0))
         if timed_out or kill_leftovers:
             if not timed_out:
-                _reap(proc)  # (then a group of one zombie is no group: nothing to look through /proc for)
+                _reap(proc)  # first: a group left with only its zombie leader is then no group at all
             for pause in _stopping(proc.pid, grace, watch.exited):
                 watch.spend(pause)  # (output still arrives: a command finishing on SIGTERM says so)
         until = time.monotonic() + DRAIN
