@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 from agent import __version__
+from agent.errors import RUN_EXIT_CODES, ExitCode
+from tools.approval import MODES as APPROVAL_MODES
 
 # command path -> "module:function"
 HANDLERS = {
@@ -75,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--continue", dest="tui_continue", action="store_true", help="continue this folder's newest session"
     )
     tui.add_argument(
-        "--approval", dest="tui_approval", choices=["ask", "auto-edit", "full-auto", "read-only"],
+        "--approval", dest="tui_approval", choices=APPROVAL_MODES,
         help="how tool calls are approved (default: settings, else ask)",
     )  # fmt: skip
     tui.add_argument(
@@ -277,8 +279,10 @@ def _task_commands(commands: argparse._SubParsersAction) -> None:
     run.add_argument("task", nargs="?", help="task file: Markdown, with optional YAML front matter")
     run.add_argument("-p", "--profile", help="server profile (overrides the front matter)")
     run.add_argument("--base-url", help="attach to this OpenAI-compatible server (also AGENT_BASE_URL)")
-    run.add_argument("--max-turns", type=int, help="model requests before stopping (exit 3)")
-    run.add_argument("--approval", choices=["ask", "auto-edit", "full-auto", "read-only"])
+    run.add_argument(
+        "--max-turns", type=int, help=f"model requests before stopping (exit {ExitCode.LIMIT.value})"
+    )
+    run.add_argument("--approval", choices=APPROVAL_MODES)
     run.add_argument("--workdir", help="where the agent works (default: front matter, then here)")
     run.add_argument("--resume", metavar="SESSION", help="continue a session where it stopped")
     run.add_argument(
@@ -300,10 +304,7 @@ def _task_commands(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--tool-choice", choices=["auto", "required"], help=argparse.SUPPRESS)
     run.add_argument("--json", action="store_true", help="one JSON event per line on stdout")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
-    run.epilog = (
-        "exit codes: 0 success, 1 task or check failed, 2 usage/config, 3 limit, 4 server, "
-        "5 another agent works in this folder, 130 interrupted, 143 terminated (SIGTERM)"
-    )
+    run.epilog = RUN_EXIT_CODES
 
     new = commands.add_parser(
         "new", help="start a project from a template (git, AGENTS.md, a check), then let the agent build it",
@@ -316,9 +317,11 @@ def _task_commands(commands: argparse._SubParsersAction) -> None:
     new.add_argument("--list", action="store_true", help="the templates: what each is, where it comes from")
     new.add_argument("-p", "--profile", help="server profile for the agent part")
     new.add_argument("--base-url", help="attach to this OpenAI-compatible server (also AGENT_BASE_URL)")
-    new.add_argument("--approval", choices=["ask", "auto-edit", "full-auto", "read-only"],
+    new.add_argument("--approval", choices=APPROVAL_MODES,
                      help="headless default: full-auto (the folder is new)")  # fmt: skip
-    new.add_argument("--max-turns", type=int, help="model requests before stopping (exit 3)")
+    new.add_argument(
+        "--max-turns", type=int, help=f"model requests before stopping (exit {ExitCode.LIMIT.value})"
+    )
     new.add_argument("--check", metavar="CMD", help="decides success instead of the template's check")
     new.add_argument("--fresh-starts", type=int, metavar="N", help=FRESH_STARTS_HELP + " (default 2)")
     new.add_argument(
@@ -443,4 +446,4 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED

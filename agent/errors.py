@@ -1,16 +1,45 @@
-"""The one exception type for errors the user must fix, shown once and plainly."""
+"""The one exception type for errors the user must fix, shown once and plainly, and the exit codes
+they and every other ending of a run give."""
 
 from __future__ import annotations
 
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """What `agent run` exits with (`agent new` with its agent part's, `agent acp` on a signal), each
+    code with the words `agent run --help` says it in."""
+
+    meaning: str
+
+    def __new__(cls, code: int, meaning: str) -> ExitCode:
+        member = int.__new__(cls, code)
+        member._value_ = code
+        member.meaning = meaning
+        return member
+
+    SUCCESS = 0, "success"
+    FAILED = 1, "task or check failed"
+    CONFIG = 2, "usage/config"
+    LIMIT = 3, "limit"  # turns or time
+    SERVER = 4, "server"
+    BUSY = 5, "another agent works in this folder"  # or has this session open: try again later
+    INTERRUPTED = 130, "interrupted"  # 128 + SIGINT (Ctrl+C)
+    TERMINATED = 143, "terminated (SIGTERM)"  # 128 + SIGTERM
+    # Never the agent's own: what the task suite records for a run it stopped, as timeout(1) exits.
+    TIMED_OUT = 124, "stopped at the suite's time limit"
+
+
+RUN_EXIT_CODES = "exit codes: " + ", ".join(
+    f"{code.value} {code.meaning}" for code in ExitCode if code is not ExitCode.TIMED_OUT
+)
+
 
 class AgentError(Exception):
-    """What failed, why, and what to do about it.
+    """What failed, why, and what to do about it. `exit_code`: usage and configuration unless a
+    subclass says otherwise (the server, a workspace another agent holds: agent/store/lock.py)."""
 
-    `exit_code` follows `agent run`'s convention: 2 for usage and configuration, 4 for the server,
-    5 for a workspace another agent holds (agent/store/lock.py).
-    """
-
-    exit_code = 2
+    exit_code: int = ExitCode.CONFIG
 
     def __init__(self, what: str, why: str = "", fix: str = "") -> None:
         super().__init__(what)
@@ -34,4 +63,4 @@ class ConfigError(AgentError):
 class ServerError(AgentError):
     """llama-server could not be found, built, started or reached."""
 
-    exit_code = 4
+    exit_code = ExitCode.SERVER

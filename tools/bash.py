@@ -1,9 +1,10 @@
 """The bash tool: one command at a time in the workspace, with a working directory that persists.
 
-Each command runs in its own process group with stdin closed and a timeout; on timeout or cancel the
-whole group is ended (SIGTERM, a short grace, SIGKILL), and so is every descendant that left the group
-(`setsid`) while still a child of the command, so nothing it started is left running. (A daemon that
-double-forked away before the kill is out of reach without cgroups.)
+Each command runs in its own process group with stdin closed and a timeout (tools/process_group.py);
+on timeout or cancel the whole group is ended (SIGTERM, a short grace, SIGKILL), and so is every
+descendant that left the group (`setsid`) while still a child of the command, so nothing it started is
+left running. A command that ends by itself leaves what it started in the background with its output
+let go (`server > log &`) running, for the next command to use.
 On Linux a command may add at most `process_room` processes (threads count) to those its user already
 runs (RLIMIT_NPROC, set with `ulimit -u` before the command): a fork bomb stops there instead of
 taking the machine, while builds (make -j, compilers, test runners) stay far below it. The limit does
@@ -16,22 +17,20 @@ Where the context carries an active sandbox (tools/sandbox.py), the command runs
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import os
 import resource
 import shlex
 import shutil
-import signal
 import tempfile
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
 from tools.base import ToolContext, ToolResult
+from tools.process_group import CappedOutput, process_table, run_command_async
+from tools.process_group import signal_tree as _signal_tree  # noqa: F401 (tests/tools/test_bash.py's name)
 from tools.shown import note_shown_by_command
 from tools.text_files import pid_gone
 
@@ -83,38 +82,6 @@ class BashArgs(BaseModel):
     )
 
 
-class CappedOutput:
-    """Keeps the first and the last `limit // 2` bytes of a stream and counts the rest."""
-
-    def __init__(self, limit: int) -> None:
-        self.half = limit // 2
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def feed(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail += data
-            if len(self.tail) > self.half:
-                del self.tail[: len(self.tail) - self.half]
-
-    @property
-    def dropped(self) -> int:
-        return self.total - len(self.head) - len(self.tail)
-
-    def text(self) -> str:
-        head = self.head.decode("utf-8", "replace")
-        if not self.dropped:
-            return head + self.tail.decode("utf-8", "replace")
-        tail = self.tail.decode("utf-8", "replace")
-        return f"{head}\n[... {self.dropped} bytes of output dropped ...]\n{tail}"
-
-
 class Bash:
     name: ClassVar[str] = "bash"
     description: ClassVar[str] = (
@@ -156,32 +123,19 @@ class Bash:
         if sandbox is not None:
             argv = sandbox.wrap(argv, also_writable=[marker_dir])
         output = CappedOutput(self.max_output)
-        started = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=cwd,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, **QUIET_ENV},
-        )
-        timed_out = False
         try:
-            await asyncio.wait_for(self._pump(proc, output), timeout)
-        except TimeoutError:
-            timed_out = True
-            await end_process_tree(proc, self.grace)
-        except BaseException:  # cancelled by the user: the command goes too
-            await end_process_tree(proc, self.grace)
+            ran = await run_command_async(
+                argv, output=output, cwd=cwd, env={**os.environ, **QUIET_ENV}, timeout=timeout,
+                grace=self.grace,
+            )  # fmt: skip
+        except BaseException:  # cancelled by the user: the command went too
             shutil.rmtree(marker_dir, ignore_errors=True)
             if sandbox is not None:
                 sandbox.sweep()
             raise
-        seconds = time.monotonic() - started
+        code, timed_out, seconds = ran.returncode, ran.timed_out, ran.seconds
         notes = self._update_cwd(cwd_file, ctx)
         shutil.rmtree(marker_dir, ignore_errors=True)
-        code = proc.returncode
         text = output.text().rstrip("\n")
         if sandbox is not None:
             notes = "\n".join(n for n in (notes, sandbox.sweep()) if n)
@@ -231,13 +185,6 @@ class Bash:
         return f"{limit}{watchdog}(\n{run}\nexit $__agent_rc\n)\n"
 
     @staticmethod
-    async def _pump(proc: asyncio.subprocess.Process, output: CappedOutput) -> None:
-        assert proc.stdout is not None
-        while chunk := await proc.stdout.read(65536):
-            output.feed(chunk)
-        await proc.wait()
-
-    @staticmethod
     def _update_cwd(cwd_file: str, ctx: ToolContext) -> str:
         path = Path(cwd_file)
         try:
@@ -261,41 +208,6 @@ class Bash:
 # ------------------------------------------------------------------------------------ processes
 
 
-@dataclass(frozen=True)
-class _Proc:
-    pid: int
-    ppid: int
-    pgid: int
-    start: int  # clock ticks after boot: with the pid, it names one process even after pids wrap
-    uid: int
-    threads: int
-    state: str = ""  # "Z": a zombie, dead but not yet reaped
-
-
-def process_table() -> dict[int, _Proc]:
-    """Every process /proc shows (Linux); {} elsewhere."""
-    table: dict[int, _Proc] = {}
-    try:
-        entries = list(os.scandir("/proc"))
-    except OSError:
-        return table
-    for entry in entries:
-        if not entry.name.isdigit():
-            continue
-        try:
-            uid = entry.stat().st_uid
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                data = f.read()
-            fields = data[data.rindex(b")") + 2 :].split()  # the name may hold spaces and parentheses
-            pid = int(entry.name)
-            table[pid] = _Proc(
-                pid, int(fields[1]), int(fields[2]), int(fields[19]), uid, int(fields[17]), fields[0].decode()
-            )
-        except (OSError, ValueError, IndexError):
-            continue  # it ended while we looked
-    return table
-
-
 def process_limit(room: int) -> int | None:
     """RLIMIT_NPROC for one command: the tasks its user runs now plus `room`, never above the limit in
     force. None where there is no /proc to count from (the limit is per user, not per command)."""
@@ -307,80 +219,3 @@ def process_limit(room: int) -> int | None:
     soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
     wanted = running + room
     return wanted if soft == resource.RLIM_INFINITY else min(soft, wanted)
-
-
-def _descendants(pid: int, table: dict[int, _Proc]) -> list[_Proc]:
-    children: dict[int, list[_Proc]] = {}
-    for proc in table.values():
-        children.setdefault(proc.ppid, []).append(proc)
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child.pid)
-    return found
-
-
-def _signal_tree(pgid: int, escaped: list[_Proc], sig: signal.Signals) -> bool:
-    """Send `sig` to the group and to the descendants that left it; False when none of them is left."""
-    alive = True
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        alive = False
-    current = process_table()
-    if alive and current and all(p.state == "Z" for p in current.values() if p.pgid == pgid):
-        # A group of zombies takes signals but is dead: where PID 1 does not reap orphans (a container
-        # without an init), a killed `sleep` stays one, and the SIGKILL loop spun its full second.
-        alive = False
-    for proc in escaped:
-        now = current.get(proc.pid)
-        if now is not None and now.start == proc.start:  # the same process, not a reused pid
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(proc.pid, sig)
-                alive = True
-    return alive
-
-
-async def _exited(proc: asyncio.subprocess.Process, seconds: float) -> bool:
-    """Whether the leader exits within `seconds`. Its return code is polled, not awaited: `wait()`
-    also waits for the pipes, which a grandchild that escaped the kill may hold open for ever."""
-    deadline = time.monotonic() + seconds
-    while proc.returncode is None and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-    return proc.returncode is not None
-
-
-async def end_process_tree(proc: asyncio.subprocess.Process, grace: float) -> None:
-    """End a command started with start_new_session=True: its process group, and the descendants that
-    left the group (setsid) while still below it. SIGTERM and `grace` seconds first (none when 0),
-    then SIGKILL. Never waits long: the pipes are closed even if something unseen still holds them."""
-    pgid = proc.pid
-    table = await asyncio.to_thread(process_table)
-    escaped = [p for p in _descendants(pgid, table) if p.pgid != pgid]
-    if grace > 0 and _signal_tree(pgid, escaped, signal.SIGTERM):
-        await _exited(proc, grace)
-    for _ in range(50):  # a fork bomb adds members while they are killed: until none is left
-        if not _signal_tree(pgid, escaped, signal.SIGKILL):
-            break
-        await asyncio.sleep(0.02)
-        escaped = [p for p in escaped if _alive(p)]
-    if not await _exited(proc, 5.0):
-        return  # not ours to wait for any more (it cannot outlive SIGKILL; the kernel is slow)
-    try:
-        await asyncio.wait_for(proc.wait(), 1.0)
-    except TimeoutError:
-        # Something outside the group still holds the output pipe: stop reading it.
-        transport = getattr(proc, "_transport", None)
-        if transport is not None:
-            transport.close()
-
-
-def _alive(proc: _Proc) -> bool:
-    try:
-        with open(f"/proc/{proc.pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return False
-    fields = data[data.rindex(b")") + 2 :].split()
-    return fields[0] != b"Z" and int(fields[19]) == proc.start

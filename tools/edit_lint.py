@@ -9,11 +9,8 @@ its output that was not there before (line and column numbers aside) is a new pr
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import shlex
-import signal
-import subprocess
 from collections import Counter
 from functools import cache
 from pathlib import Path
@@ -22,6 +19,7 @@ from tools import dangling_uses
 from tools.base import TASK_TEXT, ToolContext, ToolResult
 from tools.lint import describe, new_problems
 from tools.missing_imports import defines, import_for, undefined_names, with_imports
+from tools.process_group import CappedOutput, run_command
 from tools.search import workspace_files
 from tools.shown import refresh_stamp
 from tools.text_files import write_atomically
@@ -180,24 +178,17 @@ def run_lint_command(command: str, root: Path, rel: str, timeout: float | None =
     timeout = timeout or LINT_TIMEOUT
     quoted = shlex.quote(rel)
     line = command.replace("{path}", quoted) if "{path}" in command else f"{command} {quoted}"
+    output = CappedOutput()
     try:
-        proc = subprocess.Popen(
-            ["bash", "-c", line], cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True, text=True, errors="replace",
-        )  # fmt: skip
+        # Over when its shell exits, even if something it started still holds the output (then stopped).
+        ran = run_command(
+            ["bash", "-c", line], output=output, cwd=root, timeout=timeout, grace=0, kill_leftovers=True
+        )
     except OSError as exc:
         return [f"(the lint command could not start: {exc})"]
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+    if ran.timed_out:
         return [f"(the lint command timed out after {timeout:.0f} s)"]
-    finally:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)  # what it left running in its group
-    return [text for text in out.splitlines() if text.strip()]
+    return [text for text in output.text().splitlines() if text.strip()]
 
 
 def _new_lines(before: list[str], after: list[str]) -> list[str]:

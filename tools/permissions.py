@@ -29,11 +29,11 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from tools import protected
+from tools.approval import MODES
 from tools.command_danger import FORK_BOMB, CommandPlace, command_danger, reads_only
 from tools.shell_parser import ParsedLine, SimpleCommand, parse
 
 Decision = Literal["allow", "ask", "deny"]
-MODES = ("ask", "auto-edit", "full-auto", "read-only")
 SEVERITY = {"allow": 0, "ask": 1, "deny": 2}
 
 WRITE_SUMMARY = re.compile(r" \(\d+ lines\)$")  # what write_file's summary adds to the path

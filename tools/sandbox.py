@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from tools.approval import EDITS_UNASKED
 from tools.protected import git_guard
 
-SANDBOXED_MODES = ("auto-edit", "full-auto")
+SANDBOXED_MODES = EDITS_UNASKED  # where changes run unasked
 # Where credentials live; hidden (an empty directory or file in their place) when they exist.
 SECRET_HOMES = (
     ".ssh", ".aws", ".gnupg", ".config/gh", ".docker", ".kube", ".config/gcloud", ".azure",

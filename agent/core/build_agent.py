@@ -19,6 +19,7 @@ from agent.events import Event, Notice
 from agent.protocols.base import ActionsMode
 from agent.protocols.registry import make_actions, protocols
 from agent.settings.config import Settings
+from tools.approval import EDITS_UNASKED
 from tools.base import Tool, ToolContext, ToolRegistry
 from tools.bash import Bash
 from tools.files import EditFile, MultiEdit, ReadFile, WriteFile
@@ -118,7 +119,7 @@ async def build_agent(
             shown_limit=context.cap_limit(),
             lint=settings.lint,
             lint_command=settings.lint_command,
-            edits_unasked=lambda: permissions.mode in ("auto-edit", "full-auto"),
+            edits_unasked=lambda: permissions.mode in EDITS_UNASKED,
         ),
         permissions=permissions,
         system_prompt=system_prompt(workbench.workspace, protocol.mode),

@@ -1,21 +1,18 @@
 """The check loop: when the model says a task is done, run the task's check; if it fails, hand the
 model its output and let it go on (Aider's auto-test; it is what makes small models finish work).
 
-The check runs in its own process group with a timeout, and the whole group is killed when time runs
-out (with any descendant that left the group by `setsid`), so a hung test runner or the server it
-started does not outlive it. When the check ends by itself, whatever it left running in its group is
-killed too: a check is over when its shell exits, even if a background child still holds its output.
+The check runs in its own process group with a timeout (tools/process_group.py), and the whole group
+is killed when time runs out (with any descendant that left the group by `setsid`), so a hung test
+runner or the server it started does not outlive it. When the check ends by itself, whatever it left
+running in its group is killed too: a check is over when its shell exits, even if a background child
+still holds its output.
 Its output is capped (head and tail) before it reaches the model or the transcript.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
-import signal
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,8 +27,8 @@ from agent.core.check_output import (
     where_it_failed,
 )
 from agent.events import CheckFinished, CheckStarted, Event, Notice
-from tools.bash import end_process_tree
 from tools.files import TASK_TEXT
+from tools.process_group import CappedOutput, run_command_async
 
 if TYPE_CHECKING:
     from agent.core.loop import Agent, Outcome
@@ -100,64 +97,18 @@ def _failed_part(command: str, trace: Path) -> str:
 
 
 async def _run_check(command: str, workdir: Path, timeout: float, trace: str) -> CheckResult:
-    started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
-        "bash", "-c", _TRACE + command, cwd=workdir, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
-        env={**os.environ, "AGENT_CHECK_TRACE": trace},
+    output = CappedOutput(8 * OUTPUT_LIMIT)  # bytes: cap_output's head and tail, whatever the encoding
+    ran = await run_command_async(
+        ["bash", "-c", _TRACE + command], output=output, cwd=workdir, timeout=timeout, grace=0,
+        env={**os.environ, "AGENT_CHECK_TRACE": trace}, kill_leftovers=True,
     )  # fmt: skip
-    chunks: list[bytes] = []
-    kept = 0
-
-    async def read() -> None:
-        nonlocal kept
-        assert proc.stdout is not None
-        while chunk := await proc.stdout.read(65536):
-            # Keep the head whole and a rolling tail: megabytes of output cost no memory.
-            chunks.append(chunk)
-            kept += len(chunk)
-            while kept > 4 * OUTPUT_LIMIT and len(chunks) > 2:
-                kept -= len(chunks.pop(1))
-
-    async def collect() -> None:
-        reader = asyncio.ensure_future(read())
-        try:
-            # Until the shell exits: its return code, not the end of its output, which a background
-            # child may hold open (and `wait()` waits for that too).
-            while proc.returncode is None:
-                await asyncio.sleep(0.02)
-            _kill_group(proc.pid)  # what it left behind in its group
-            await asyncio.wait({reader}, timeout=2.0)  # the rest of the output, unless held elsewhere
-        finally:
-            reader.cancel()
-        if not reader.done() or reader.cancelled():
-            _close_pipes(proc)  # something outside the group still holds it: stop reading
-
-    try:
-        await asyncio.wait_for(collect(), timeout)
-        code: int | None = proc.returncode
+    if ran.timed_out:
+        code: int | None = None
+        note = f"\n(timed out after {timeout:.0f} s; the check and everything it started was stopped)"
+    else:
+        code = ran.returncode
         note = " (command not found)" if code == 127 else ""
-    except (TimeoutError, asyncio.CancelledError) as exc:
-        await end_process_tree(proc, grace=0)
-        if isinstance(exc, asyncio.CancelledError):
-            raise
-        code, note = (
-            None,
-            f"\n(timed out after {timeout:.0f} s; the check and everything it started was stopped)",
-        )
-    output = b"".join(chunks).decode("utf-8", errors="replace")
-    return CheckResult(command, code, cap_output(output) + note, time.monotonic() - started)
-
-
-def _close_pipes(proc: asyncio.subprocess.Process) -> None:
-    transport = getattr(proc, "_transport", None)  # (asyncio has no public way to stop reading)
-    if transport is not None:
-        transport.close()
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # nothing of it is left
-        os.killpg(pid, signal.SIGKILL)
+    return CheckResult(command, code, cap_output(output.text()) + note, ran.seconds)
 
 
 def feedback(result: CheckResult, workdir: Path, task: str = "") -> CheckFailure:

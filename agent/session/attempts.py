@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,13 +37,14 @@ from typing import Any
 from agent.core.checks import CheckResult, last_check
 from agent.core.llm import ModelClient
 from agent.core.loop import Outcome
-from agent.errors import ConfigError
+from agent.core.workbench import auto_commit_subject
+from agent.errors import ConfigError, ExitCode
 from agent.events import AttemptsFinished, ErrorEvent, Event, Notice
 from agent.session.connect import Connection, connect
 from agent.session.live import open_session
 from agent.session.shared_prefill import SharedPrefill
 from agent.session.task_run import (
-    EXIT,
+    SIGNAL_EXIT,
     PreparedTask,
     TaskRequest,
     TaskResult,
@@ -186,7 +188,7 @@ async def _race(
     try:
         await run_interruptible(race(), None, received)
     except asyncio.CancelledError:
-        return results, received[0] if received else EXIT["interrupted"] - 128
+        return results, received[0] if received else signal.SIGINT
     return results, None
 
 
@@ -235,7 +237,7 @@ async def _attempt(
                 result.check, outcome = await last_check(outcome, check, tree.workdir, live.emit)
             except asyncio.CancelledError:
                 result.summary = live.finish(
-                    "cancelled", exit_code=EXIT["interrupted"], check=None,
+                    "cancelled", exit_code=ExitCode.INTERRUPTED, check=None,
                     error="another attempt passed first, or the run was stopped",
                 )  # fmt: skip
                 raise
@@ -252,7 +254,7 @@ async def _attempt(
         result.status = "cancelled"
         raise
     except Exception as exc:  # a session that could not open (the server gone): this attempt's end only
-        result.status, result.exit_code = "error", EXIT["server"]
+        result.status, result.exit_code = "error", ExitCode.SERVER
         result.error = f"{type(exc).__name__}: {exc}"
         result.seconds = time.monotonic() - began
         emit(ErrorEvent("attempt_failed", f"attempt {number}: {result.error}", attempt=number))
@@ -296,16 +298,16 @@ def _conclude(
         )
     )
     if winner is not None:
-        status, code, lead = "completed", EXIT["success"], winner
+        status, code, lead = "completed", ExitCode.SUCCESS, winner
     elif interrupted is not None:
-        status, code = "interrupted", 128 + interrupted
+        status, code = "interrupted", SIGNAL_EXIT.get(interrupted, ExitCode.INTERRUPTED)
         lead = results[1]
     else:
         lead = results[1]
         statuses = {r.status for r in results.values()}
         status, code = (
-            ("error", EXIT["server"]) if statuses == {"error"} else
-            ("limit", EXIT["limit"]) if statuses == {"limit"} else ("failed", EXIT["failed"])
+            ("error", ExitCode.SERVER) if statuses == {"error"} else
+            ("limit", ExitCode.LIMIT) if statuses == {"limit"} else ("failed", ExitCode.FAILED)
         )  # fmt: skip
     summary = {
         **lead.summary, "exit_code": code, "changes": applied, "attempts": rows,
@@ -317,10 +319,9 @@ def _conclude(
 
 
 def _auto_commit(trees: AttemptTrees, prep: PreparedTask) -> None:
-    subject = f"agent: {(prep.task.body if prep.task else 'task').splitlines()[0][:60]}"
     checkpoints = Checkpoints(trees.repo)
     newest = checkpoints.list()[-1]
-    checkpoints.commit_changes(subject, newest.sha)
+    checkpoints.commit_changes(auto_commit_subject(prep.task.body if prep.task else ""), newest.sha)
 
 
 def _safely(make, default):

@@ -26,7 +26,7 @@ from agent.core.llm import ModelClient
 from agent.core.loop import Agent, Approver, Limits, Outcome
 from agent.core.prompt import system_prompt
 from agent.core.task_message import task_message
-from agent.core.workbench import Workbench, changes_lines
+from agent.core.workbench import Workbench, auto_commit_subject, changes_lines
 from agent.errors import ConfigError
 from agent.events import Compacted, ErrorEvent, Event, Notice, SessionFinished, SessionStarted
 from agent.protocols.base import ActionsMode
@@ -131,7 +131,7 @@ class LiveSession:
         committed = ""
         passed = check is None or check.passed
         if settings.auto_commit and outcome.status == "completed" and passed:
-            committed = workbench.auto_commit(f"agent: {(typed.splitlines() or ['prompt'])[0][:60]}") or ""
+            committed = workbench.auto_commit(auto_commit_subject(typed)) or ""
             if committed:
                 self.emit(Notice(committed))
         return PromptResult(outcome, check, changes, committed)

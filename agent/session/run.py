@@ -10,10 +10,10 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.core.llm import LLMError
-from agent.errors import AgentError
+from agent.errors import AgentError, ExitCode
 from agent.events import Event
 from agent.session.attempts import run_attempts
-from agent.session.task_run import EXIT, TaskRequest, TaskResult, run_task
+from agent.session.task_run import TaskRequest, TaskResult, run_task
 from agent.session.taskfile import load_task
 from agent.settings.config import Settings
 
@@ -33,7 +33,7 @@ async def run_task_or_attempts(
 
 class Terminated(BaseException):
     """SIGTERM outside the agent's work (while the server starts, say): unwinds like Ctrl+C, so that
-    `finally` blocks run and a server this run started is stopped, then exits 143."""
+    `finally` blocks run and a server this run started is stopped, then exits ExitCode.TERMINATED."""
 
 
 def _terminate(_signum: int, _frame: Any) -> None:
@@ -47,8 +47,8 @@ def run_task_blocking(
     say: Callable[[str], None] | None = None,
 ) -> TaskResult | None:
     """The task from synchronous code, SIGTERM included: the result, or None when a SIGTERM came
-    outside the work (exit EXIT["terminated"]). A server that failed before the session started raises an
-    AgentError with exit code 4."""
+    outside the work (exit ExitCode.TERMINATED). A server that failed before the session started raises an
+    AgentError with ExitCode.SERVER."""
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return asyncio.run(run_task_or_attempts(request, settings, emit, say))
@@ -58,7 +58,7 @@ def run_task_blocking(
         error = AgentError(
             f"the model server failed: {exc}", fix="`agent server status` and `agent server logs` show it."
         )
-        error.exit_code = EXIT["server"]
+        error.exit_code = ExitCode.SERVER
         raise error from None
     finally:
         signal.signal(signal.SIGTERM, previous)

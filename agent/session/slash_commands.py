@@ -18,6 +18,7 @@ from agent.core.workbench import Workbench
 from agent.errors import AgentError
 from agent.server.profiles import load_profiles
 from agent.store.telemetry import TurnStats, summarise_turns
+from tools.approval import MODES_IN_WORDS
 from tools.base import ToolError
 from tools.mcp import MCPServers
 
@@ -46,7 +47,7 @@ COMMANDS = [
         editor_help="switch the server profile: its server starts, and the conversation carries over",
         hint="a profile name (none: list them)",
     ),
-    SlashCommand("approval", "MODE", "ask, auto-edit, full-auto or read-only"),
+    SlashCommand("approval", "MODE", MODES_IN_WORDS),
     SlashCommand(
         "clear",
         "",

@@ -1,9 +1,7 @@
 """One task worked on until its check passes, in a session opened the one way (agent/session/live.py):
 what `agent run` and `agent new` both do, each turning the events into its own output.
 
-Exit codes: 0 success, 1 the task or its check failed, 2 usage or configuration, 3 a limit was hit,
-4 the server failed, 5 another agent works in this workspace (or has this session open), 130
-interrupted (SIGINT, Ctrl+C), 143 terminated (SIGTERM).
+Exit codes: agent/errors.py's ExitCode.
 
 SIGINT and SIGTERM during the work cancel it, so that the transcript ends with `session.finished`
 ("interrupted") and every started tool call has a result; SIGTERM earlier (while the server starts,
@@ -22,7 +20,8 @@ from typing import Any, Literal
 from agent.core.checks import CheckResult, fresh_start_note, last_check, work_until_checked
 from agent.core.loop import Limits, Outcome
 from agent.core.task_message import task_message
-from agent.errors import ConfigError
+from agent.core.workbench import auto_commit_subject
+from agent.errors import ConfigError, ExitCode
 from agent.events import ErrorEvent, Event, Notice
 from agent.server.profiles import ServerProfile
 from agent.session.connect import session_profile
@@ -32,15 +31,12 @@ from agent.session.taskfile import Task, TaskSpec, check_command_exists, load_ta
 from agent.session.ways import fresh_start
 from agent.settings.config import Settings, load_settings, state_dir
 from agent.store.transcripts import SessionRecord, load_session
+from tools.approval import EDITS_UNASKED
 
 FRESH_START_BRANCH = "agent/fresh-starts/"  # + session id and number: a stuck line's work, put aside
 # What `--resume` without a task file says when the session ended on the model's answer.
 RESUME_PROMPT = "Carry on with the task from where you stopped. If it is done, say so in one line."
-EXIT = {
-    "success": 0, "failed": 1, "config": 2, "limit": 3, "server": 4, "busy": 5, "interrupted": 130,
-    "terminated": 143,
-}  # fmt: skip
-SIGNAL_EXIT = {signal.SIGINT: EXIT["interrupted"], signal.SIGTERM: EXIT["terminated"]}  # 128 + the signal
+SIGNAL_EXIT = {signal.SIGINT: ExitCode.INTERRUPTED, signal.SIGTERM: ExitCode.TERMINATED}  # 128 + the signal
 
 
 @dataclass
@@ -159,7 +155,7 @@ def prepare_task(
     approval = request.approval or spec.approval or settings.approval
     if approval == "ask" and say:
         say("warning: approval mode 'ask' in a headless run: edits and commands will be refused. "
-            "Use --approval auto-edit or full-auto.")  # fmt: skip
+            f"Use --approval {' or '.join(EDITS_UNASKED)}.")  # fmt: skip
     limits = Limits(
         max_turns=request.max_turns or spec.max_turns or settings.max_turns, max_seconds=spec.time_limit
     )
@@ -210,7 +206,7 @@ async def run_task(
         auto_commit = prep.settings.auto_commit if request.auto_commit is None else request.auto_commit
         if auto_commit and status == "completed":
             note = live.workbench.auto_commit(
-                f"agent: {(prep.task.body if prep.task else 'resumed task').splitlines()[0][:60]}"
+                auto_commit_subject(prep.task.body if prep.task else "resumed task")
             )
             if note:
                 live.emit(Notice(note))
@@ -330,11 +326,11 @@ async def run_interruptible(coro, time_limit: float | None, received: list[int])
 
 def result_status(outcome, check: CheckResult | None, interrupted: int | None) -> tuple[str, int]:
     if interrupted is not None or outcome is None:
-        return "interrupted", SIGNAL_EXIT.get(interrupted, EXIT["interrupted"])
+        return "interrupted", SIGNAL_EXIT.get(interrupted, ExitCode.INTERRUPTED)
     if outcome.status == "limit":
-        return "limit", EXIT["limit"]
+        return "limit", ExitCode.LIMIT
     if outcome.status == "error":
-        return "error", EXIT["config"] if outcome.error.startswith("ContextTooSmall") else EXIT["server"]
+        return "error", ExitCode.CONFIG if outcome.error.startswith("ContextTooSmall") else ExitCode.SERVER
     if outcome.status != "completed" or (check is not None and not check.passed):
-        return "failed", EXIT["failed"]
-    return "completed", EXIT["success"]
+        return "failed", ExitCode.FAILED
+    return "completed", ExitCode.SUCCESS

@@ -15,8 +15,9 @@ import yaml
 from frontmatter.default_handlers import YAMLHandler
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agent.errors import ConfigError
-from agent.settings.config import ApprovalMode, describe_validation_error
+from agent.errors import ConfigError, ExitCode
+from agent.settings.config import describe_validation_error
+from tools.approval import MODES_IN_WORDS, ApprovalMode
 from tools.mcp import parse_servers
 from tools.shell_parser import parse
 
@@ -39,9 +40,13 @@ class TaskSpec(BaseModel):
 
     profile: str | None = Field(None, description="Server profile to run the task on.")
     workdir: str | None = Field(None, description="Where the agent works; relative to the task file.")
-    max_turns: int | None = Field(None, ge=1, description="Model requests before stopping (exit 3).")
-    time_limit: float | None = Field(None, gt=0, description="Seconds, or '90s', '10m', '1h' (exit 3).")
-    approval: ApprovalMode | None = Field(None, description="ask, auto-edit, full-auto or read-only.")
+    max_turns: int | None = Field(
+        None, ge=1, description=f"Model requests before stopping (exit {ExitCode.LIMIT.value})."
+    )
+    time_limit: float | None = Field(
+        None, gt=0, description=f"Seconds, or '90s', '10m', '1h' (exit {ExitCode.LIMIT.value})."
+    )
+    approval: ApprovalMode | None = Field(None, description=f"{MODES_IN_WORDS}.")
     sampling: SamplingOverrides = Field(default_factory=SamplingOverrides)
     tool_choice: Literal["auto", "required"] | None = Field(None, description="Sent to the server as is.")
     check: str | None = Field(

@@ -18,9 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from agent.errors import ConfigError
 from agent.settings.paths import APP_NAME, PROJECT_CONFIG, cache_dir, config_dir, state_dir  # noqa: F401 (named here too)
 from agent.settings.trust import is_trusted
+from tools.approval import EDITS_UNASKED, ApprovalMode
 from tools.mcp import MCPServerConfig
-
-ApprovalMode = Literal["ask", "auto-edit", "full-auto", "read-only"]
 
 
 class PermissionRules(BaseModel):
@@ -109,7 +108,9 @@ class Settings(BaseModel):
     )  # fmt: skip
     sandbox: bool = Field(
         True,
-        description="Run bash inside bubblewrap in the auto-edit and full-auto modes, where it is installed.",
+        # (tools.sandbox's SANDBOXED_MODES, without importing the sandbox into every command)
+        description=f"Run bash inside bubblewrap in the {' and '.join(EDITS_UNASKED)} modes, where it is "
+        "installed.",
     )
     sandbox_network: bool = Field(False, description="Let sandboxed commands use the network.")
     mcp_servers: dict[str, MCPServerConfig] = Field(

@@ -29,16 +29,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.errors import AgentError
+from agent.errors import AgentError, ExitCode
 
-# `agent run`'s exit code when another agent holds the workspace (or the session): try again later.
-BUSY_EXIT = 5
+BUSY_EXIT = ExitCode.BUSY  # (tests/faults/test_agent_faults.py's name)
 
 
 class WorkspaceBusy(AgentError):
     """Another agent works in this workspace (or has this session open)."""
 
-    exit_code = BUSY_EXIT
+    exit_code = ExitCode.BUSY
 
     def __init__(self, what: str, why: str, fix: str, holder: dict[str, Any]) -> None:
         super().__init__(what, why, fix)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from agent.core.workbench import Workbench
+from agent.core.workbench import Workbench, auto_commit_subject
 
 
 def sh(cwd: Path, *cmd: str) -> str:
@@ -33,3 +33,12 @@ def test_a_task_commits_from_its_first_checkpoint_and_a_task_that_changed_nothin
     (tmp_path / "d.py").write_text("d\n")
     assert bench.auto_commit("agent: d").endswith("(1 file)")
     assert sh(tmp_path, "git", "status", "--porcelain") == "?? a.py\n"
+
+
+def test_an_auto_commit_subject_is_the_first_line_the_task_says_cut_short():
+    assert (
+        auto_commit_subject("Add a --verbose flag.\n\nIt prints each step.") == "agent: Add a --verbose flag."
+    )
+    assert auto_commit_subject("\n  Fix the parser  \nmore") == "agent: Fix the parser"
+    assert auto_commit_subject("x" * 100) == "agent: " + "x" * 60
+    assert auto_commit_subject("") == "agent: the task"

@@ -96,7 +96,7 @@ from agent.session.mcp_servers import mcp_configs
 from agent.session.slash_commands import EDITOR_COMMANDS, SlashCommand
 from agent.settings.config import Settings, load_settings, state_dir
 from agent.store.transcripts import SessionRecord, SessionSummary, load_session, recorded_sessions
-from tools.permissions import MODES
+from tools.approval import MODES
 
 # How a prompt ended (the loop's outcome) as ACP's stop reason. The rest (a model that kept repeating
 # itself, a server that died) is the agent refusing to go on: "refusal", with the reason in the answer.

@@ -20,22 +20,16 @@ from acp.schema import (
 from agent.errors import AgentError
 from agent.protocols.registry import protocols
 from agent.server.profiles import ServerProfile, load_profiles
-from tools.permissions import MODES
+from tools.approval import DESCRIPTIONS, MODES
 
 PROFILE, MODE, ACTIONS = "profile", "mode", "actions"  # the config options' ids
-MODE_NAMES = {
-    "ask": ("Ask", "Reads run; edits and commands ask first."),
-    "auto-edit": ("Auto-edit", "Reads and edits run; commands ask first."),
-    "full-auto": ("Full auto", "Everything runs, except what is dangerous or denied."),
-    "read-only": ("Read-only", "Only reads run; nothing may change."),
-}
 
 
 def modes(current: str) -> SessionModeState:
     return SessionModeState(
         current_mode_id=current,
         available_modes=[
-            SessionMode(id=m, name=MODE_NAMES[m][0], description=MODE_NAMES[m][1]) for m in MODES
+            SessionMode(id=m, name=DESCRIPTIONS[m][0], description=DESCRIPTIONS[m][1]) for m in MODES
         ],
     )
 
@@ -47,7 +41,7 @@ def config_options(profile: ServerProfile, mode: str, actions: str, workspace: P
                 "another starts its server and the conversation carries over.", "model",
                 profile.name, profile_choices(profile, workspace)),
         _select(MODE, "Approval", "What runs without asking first.", "mode", mode,
-                [SessionConfigSelectOption(value=m, name=n, description=d) for m, (n, d) in MODE_NAMES.items()]),
+                [SessionConfigSelectOption(value=m, name=n, description=d) for m, (n, d) in DESCRIPTIONS.items()]),
         _select(ACTIONS, "Action protocol", "How the model acts: native tool calls, or edit blocks written as "
                 "text (small models do better with these).", None, actions, protocol_choices()),
     ]  # fmt: skip

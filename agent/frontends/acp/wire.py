@@ -19,6 +19,7 @@ import acp
 from acp._transport import NdjsonTransport  # the SDK's line framing; pinned <0.13 in pyproject
 from acp.task import MessageSender, TaskSupervisor
 
+from agent.errors import ExitCode
 from agent.frontends.acp.agent import SpecAgent
 from agent.settings.config import Settings
 
@@ -99,5 +100,5 @@ def cmd_acp(args: Namespace, _settings: Settings) -> int:
     try:
         terminated = asyncio.run(serve(agent))
     except KeyboardInterrupt:
-        return 130
-    return 143 if terminated else 0
+        return ExitCode.INTERRUPTED
+    return ExitCode.TERMINATED if terminated else ExitCode.SUCCESS

@@ -24,7 +24,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tarfile
@@ -37,13 +36,14 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from agent.errors import AgentError, ConfigError
+from agent.errors import AgentError, ConfigError, ExitCode
 from agent.session.taskfile import load_task
 from agent.settings.config import cache_dir
 from agent.store.redact import redact_record
 from agent.store.telemetry import TurnStats, summarise_turns
+from tools.process_group import CappedOutput, run_command
 
-TIMED_OUT = 124  # the exit code a task gets when the suite stopped it (as timeout(1) does)
+TIMED_OUT = ExitCode.TIMED_OUT  # (the name its tests and examples/compare_aider.py use)
 DEFAULT_TIMEOUT = 900.0  # seconds, for a task without a time_limit
 SETUP_ALLOWANCE = 120.0  # seconds past a task's own time_limit: start-up, the last check, shutdown
 
@@ -298,10 +298,10 @@ def run_suite_task(
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     started = time.monotonic()
     code, stdout, stderr, timed_out = run_in_group(command, timeout, env)
-    events = parse_events(stdout)
-    result = result_from_events(task_dir.name, events, code, time.monotonic() - started, stderr)
+    code = TIMED_OUT if timed_out or code is None else code
+    result = result_from_events(task_dir.name, parse_events(stdout), code, time.monotonic() - started, stderr)
     if timed_out:
-        result.solved, result.exit_code = False, TIMED_OUT
+        result.solved = False
         result.error = f"stopped by the suite after {timeout:.0f} s"
     return result
 
@@ -313,44 +313,13 @@ def _default_timeout(task_file: Path) -> float:
 
 def run_in_group(
     command: list[str], timeout: float, env: dict[str, str] | None = None, grace: float = 15.0
-) -> tuple[int, str, str, bool]:
-    """(exit code, stdout, stderr, timed out): `command` in a new session; on timeout its group gets
-    SIGTERM, then SIGKILL after `grace` seconds."""
-    proc = subprocess.Popen(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        encoding="utf-8", errors="replace", env=env, start_new_session=True,
-    )  # fmt: skip
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-        return proc.returncode, stdout, stderr, False
-    except subprocess.TimeoutExpired:
-        pass
-    except BaseException:  # interrupted: the task's agent (and its bash commands) go with us
-        _signal_group(proc, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(grace)
-        _signal_group(proc, signal.SIGKILL)
-        raise
-    # A group id stays taken while any member of the group lives: these signals reach ours only.
-    _signal_group(proc, signal.SIGTERM)
-    try:
-        stdout, stderr = proc.communicate(timeout=grace)
-    except subprocess.TimeoutExpired:
-        _signal_group(proc, signal.SIGKILL)
-        try:
-            stdout, stderr = proc.communicate(timeout=grace)
-        except subprocess.TimeoutExpired:  # something outside the group still holds our pipes open
-            proc.wait()
-            for pipe in (proc.stdout, proc.stderr):
-                if pipe:
-                    pipe.close()
-            stdout, stderr = "", ""
-    return proc.returncode, stdout, stderr, True
-
-
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, sig)
+) -> tuple[int | None, str, str, bool]:
+    """(exit code, stdout, stderr, timed out): `command` in a new session; on timeout or interrupt its
+    group gets SIGTERM (the agent then finishes its session record, which stdout still takes), then
+    SIGKILL after `grace` seconds."""
+    stdout, stderr = CappedOutput(), CappedOutput()
+    ran = run_command(command, output=stdout, errors=stderr, env=env, timeout=timeout, grace=grace)
+    return ran.returncode, stdout.text(), stderr.text(), ran.timed_out
 
 
 def parse_events(stdout: str) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.core.checks import run_check
-from agent.errors import AgentError, ConfigError
+from agent.errors import AgentError, ConfigError, ExitCode
 from agent.events import CheckFinished, Event
 from agent.frontends.console import show_error
 from agent.frontends.scaffold.git import commit_agent_work, commit_skeleton, commit_subject, require_git
@@ -130,7 +130,7 @@ def _new(args: argparse.Namespace, settings: Settings) -> int:
             CheckFinished(1, result.command, result.passed, result.exit_code, result.output, result.seconds)
         )
         report.check = result.to_dict()
-        report.exit_code = 0 if result.passed else 1
+        report.exit_code = ExitCode.SUCCESS if result.passed else ExitCode.FAILED
         if not result.passed and not args.json:
             print(result.output.strip()[-3000:], file=sys.stderr)
         out.summary(report.lines())
@@ -179,7 +179,7 @@ def _run_headless(args: argparse.Namespace, settings: Settings, report: Report, 
     # (lazy, like the TUI below: the session core and the model client, only when the agent works)
     from agent.frontends.headless import explain, print_json_error
     from agent.session.run import run_task_blocking
-    from agent.session.task_run import EXIT, TaskRequest
+    from agent.session.task_run import TaskRequest
 
     request = TaskRequest(
         task=report.task_file, workdir=report.folder, profile=args.profile, base_url=args.base_url,
@@ -208,7 +208,7 @@ def _run_headless(args: argparse.Namespace, settings: Settings, report: Report, 
     else:
         if result is None:
             print("terminated", file=sys.stderr)
-            report.exit_code = EXIT["terminated"]
+            report.exit_code = ExitCode.TERMINATED
         else:
             report.exit_code = result.exit_code
             if not args.json and result.outcome and result.outcome.final:
@@ -274,7 +274,7 @@ def after_interactive(
         CheckFinished(1, result.command, result.passed, result.exit_code, result.output, result.seconds)
     )
     report.check = result.to_dict()
-    report.exit_code = 0 if result.passed else 1
+    report.exit_code = ExitCode.SUCCESS if result.passed else ExitCode.FAILED
     if result.passed:
         report.agent_commit = commit_agent_work(
             report.folder, report.skeleton_sha, commit_subject(description)

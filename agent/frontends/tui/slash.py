@@ -22,6 +22,7 @@ from agent.session import slash_commands
 from agent.settings import trust
 from agent.settings.config import load_settings, state_dir
 from agent.store.transcripts import load_session
+from tools.approval import MODES
 
 
 class SlashHost(Protocol):
@@ -50,7 +51,6 @@ class SlashHost(Protocol):
     async def quit_app(self) -> None: ...
 
 
-MODES = ("ask", "auto-edit", "full-auto", "read-only")
 NEEDS_AGENT = {"compact", "clear", "resume", "stats", "approval"}
 NOT_WHILE_BUSY = {"clear", "compact", "undo", "resume", "profile", "restart"}
 
