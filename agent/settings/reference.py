@@ -180,7 +180,9 @@ def configuration_page() -> str:
         "field's description in its model, then run the command. -->",
         "Two kinds of file configure the agent: **settings** (`config.toml`: how the agent works) and "
         "**server profiles** (one TOML file per way of running or reaching a model server). A task "
-        "file's front matter (`agent run`) overrides some of them for one run (README.md, under Tasks).",
+        "file's front matter overrides some of them for one run of `agent run` (an example: "
+        "[README](../README.md#2-headless-agent-run-taskmd)). Which profile to use, and how to measure "
+        "one: [tuning.md](tuning.md).",
         "## Where settings come from",
         _paragraphs(config.__doc__, summary=False),
         _bullets(
