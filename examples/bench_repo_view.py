@@ -91,13 +91,14 @@ def changed_definitions(patch: Path, workdir: Path) -> list[tuple[str, str]]:
     rel, line = "", 0
     for text in patch.read_text(encoding="utf-8").splitlines():
         if text.startswith("--- "):
-            rel = text[4:].removeprefix("a/").strip()
+            rel = text[4:].strip().removeprefix("a/").removeprefix("b/")
         elif match := HUNK.match(text):
             line = int(match.group(1))
         elif text.startswith(("-", "+")) and not text.startswith(("---", "+++")) and rel:
             source = workdir / rel
             defs = outline(rel, source.read_text(encoding="utf-8")) if source.is_file() else []
-            holding = [d for d in defs if d.start <= line <= d.end]
+            at = line - 1 if text.startswith("+") else line  # an insertion goes after the line before
+            holding = [d for d in defs if d.start <= at <= d.end]
             if holding:
                 name = qualname(max(holding, key=lambda d: d.start), defs)
                 if (rel, name) not in found:

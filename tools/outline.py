@@ -10,6 +10,16 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import PurePosixPath
 
+TOKEN = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|\d+")
+# Words that say nothing about where the code is: English glue and what every task says.
+STOPWORDS = frozenset(
+    """a an and are as at be but by can could do does doing done for from get gets got has have how if in
+    into is it its it's of on or should so some than that the their them then there these this those to
+    too was were what when where which while who why will with would you your instead returns return
+    returned gives give given says say said it should fix bug wrong right expected expect makes make
+    function method class call calls called value values work works working broken case cases also now
+    only just like way want wants need needs use uses used one two not no yes""".split()  # noqa: SIM905
+)
 TAIL_LINES = 12  # the end of a long file, shown so that an addition at the end has an anchor
 TRAILING_COMMENT = re.compile(r"(?m)[ \t]*(?:#|//)[^\n'\"]*$")
 
@@ -138,12 +148,15 @@ def excerpt(
     head: str,
     why: dict[Definition, str] | None = None,
     members_of_wanted_only: bool = False,
+    words: set[str] | None = None,
 ) -> tuple[str, list[str]]:
     """A file too long to show whole, as a model is shown it: `head`, its outline with line numbers,
     the `wanted` definitions whole (each with `why` it was chosen), its last lines (the anchor of an
     addition at the end), within about `budget` characters. Returns the text and the names of the
     definitions shown whole (`Class.method` for a member). `members_of_wanted_only`: list only the
-    members of the classes holding a wanted definition (the rest of a large file is noise)."""
+    members of the classes holding a wanted definition (the rest of a large file is noise). A wanted
+    definition too long for the budget is shown by its lines holding the most of `words` (stemmed,
+    `words_of`), each with a few lines around it."""
     lines = text.splitlines()
     defs = outline(rel, text)
     listed = defs
@@ -163,7 +176,16 @@ def excerpt(
     for d in wanted:
         body = "\n".join(lines[d.start - 1 : d.end])
         if used + len(body) > budget:
-            parts.append(f"(The definition {d.name}, lines {d.start}-{d.end}, is too long to show here.)")
+            windows = _windows(lines, d, words or set(), (budget - used) // 2)
+            if windows:
+                parts.append(
+                    f"{qualname(d, defs)}, lines {d.start}-{d.end} of {rel}, is too long to show whole here: the "
+                    f"lines of it that the task's words point at (line numbers on the left; copy SEARCH lines "
+                    f"exactly, without the numbers):\n{windows}"
+                )
+                used += len(parts[-1])
+            else:
+                parts.append(f"(The definition {d.name}, lines {d.start}-{d.end}, is too long to show here.)")
             continue
         label = qualname(d, defs) + (f": {why[d]}" if why and d in why else "")
         fence = fence_for(body)
@@ -178,3 +200,63 @@ def excerpt(
             f"-{len(lines)}):\n{fence}\n{tail}\n{fence}"
         )
     return "\n\n".join(parts), shown
+
+
+def stem(word: str) -> str:
+    """A light stemmer: "evicts", "evicted", "eviction" and "evicting" all read "evict", and "remove",
+    "removes" and "removed" read "remov"."""
+    word = word.lower()
+    for suffix in ("ations", "ation", "ings", "ing", "ions", "ion", "ies", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+            break
+    return word[:-1] if word.endswith("e") and len(word) > 4 else word
+
+
+def words_of(text: str) -> list[str]:
+    """The stemmed words of code or prose, identifiers split (`naturalSize`, `natural_size`: natural, size)."""
+    return [stem(t) for t in TOKEN.findall(text) if len(t) > 1 and t.lower() not in STOPWORDS]
+
+
+WINDOW = 3  # lines shown either side of a line of a long definition that the task's words point at
+
+
+def _windows(lines: list[str], d: Definition, words: set[str], budget: int) -> str:
+    """The lines of a long definition that hold the most of `words`, each with WINDOW lines around
+    it, numbered, within `budget` characters; its first line always; '' when no line holds a word."""
+    doc = _docstring_lines(lines, d)
+    span = range(d.start, d.end + 1)
+    scores = {n: 0 if n in doc else len(words & set(words_of(lines[n - 1]))) for n in span}
+    best = sorted((n for n in span if scores[n]), key=lambda n: (-scores[n], n))
+    if not best:
+        return ""
+    chosen: set[int] = {d.start}
+    for n in best:
+        wider = chosen | set(range(max(d.start, n - WINDOW), min(d.end, n + WINDOW) + 1))
+        if sum(len(lines[i - 1]) + 8 for i in wider) > budget:
+            break
+        chosen = wider
+    out, last = [], 0
+    for n in sorted(chosen):
+        if last and n > last + 1:
+            out.append("   ...")
+        out.append(f"{n:>6}  {lines[n - 1]}")
+        last = n
+    return "\n".join(out)
+
+
+def _docstring_lines(lines: list[str], d: Definition) -> set[int]:
+    """The line numbers of a Python definition's docstring: its examples echo the task's words, but the
+    change is in the code."""
+    header_end = next((n for n in range(d.start, d.end + 1) if lines[n - 1].rstrip().endswith(":")), None)
+    if header_end is None:
+        return set()
+    first = next((n for n in range(header_end + 1, d.end + 1) if lines[n - 1].strip()), None)
+    text = lines[first - 1].strip().lstrip("rRuU") if first else ""
+    if not text.startswith(('"""', "'''")):
+        return set()
+    quote = text[:3]
+    if text.count(quote) >= 2:
+        return {first}
+    end = next((m for m in range(first + 1, d.end + 1) if quote in lines[m - 1]), d.end)
+    return set(range(first, end + 1))

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from tools.base import ToolContext, ToolError
-from tools.outline import excerpt, fence_for, outline
+from tools.outline import excerpt, fence_for, outline, words_of
 from tools.workspace import OutsideWorkspace
 
 READ_STAMPS = "files.read_stamps"  # ToolContext.state key: real path -> stamp of the file read_file saw
@@ -183,7 +183,10 @@ def show_unseen(ctx: ToolContext, path: Path, rel: str, written: str, task: str 
         d for d in wanted if not any(o is not d and o in wanted and d.start <= o.start <= d.end for o in defs)
     ]
     head = f"{rel} has {len(text.splitlines()):,} lines, too long to show whole here: its outline and the parts named."
-    shown_text, shown = excerpt(rel, text, wanted, SHOW_PART_CHARS, head, members_of_wanted_only=True)
+    words = set(words_of(task))
+    shown_text, shown = excerpt(
+        rel, text, wanted, SHOW_PART_CHARS, head, members_of_wanted_only=True, words=words
+    )
     if not fits_shown(ctx, shown_text):
         return ""
     mark_shown_definitions(ctx.state, path, shown)

@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from tools.outline import Definition, outline
+from tools.outline import STOPWORDS, Definition, outline, stem, words_of
 
 DOTTED = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?![\w(]*\.\w)")
 CODE_NAME = re.compile(
@@ -34,17 +34,7 @@ CODE_NAME = re.compile(
 FRAME = re.compile(r'File "([^"\n]+)", line (\d+)|^([\w./-]+\.py):(\d+):', re.M)
 WORD_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
 LITERAL = re.compile(r"""(?<!\w)(?:"([^"\n]{1,60})"|'([^'\n]{1,60})')""")
-TOKEN = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|\d+")
 FILE_SUFFIXES = {"py", "md", "txt", "toml", "cfg", "ini", "json", "yaml", "yml", "js", "ts", "rs", "go", "sh"}
-# Words that say nothing about where the code is: English glue and what every task says.
-STOPWORDS = frozenset(
-    """a an and are as at be but by can could do does doing done for from get gets got has have how if in
-    into is it its it's of on or should so some than that the their them then there these this those to
-    too was were what when where which while who why will with would you your instead returns return
-    returned gives give given says say said it should fix bug wrong right expected expect makes make
-    function method class call calls called value values work works working broken case cases also now
-    only just like way want wants need needs use uses used one two not no yes""".split()  # noqa: SIM905
-)
 K1, B = 1.2, 0.75  # BM25's usual constants
 TEST_WEIGHT = 0.3  # a test is the task's evidence, not where the change goes
 ASIDE_WEIGHT = 0.5  # docs/, examples/, benchmarks/: code, but seldom what a task is about
@@ -92,23 +82,7 @@ class _Entry:
     tokens: Counter
 
 
-def stem(word: str) -> str:
-    """A light stemmer: "evicts", "evicted", "eviction" and "evicting" all read "evict", and "remove",
-    "removes" and "removed" read "remov"."""
-    word = word.lower()
-    for suffix in ("ations", "ation", "ings", "ing", "ions", "ion", "ies", "ed", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            word = word[: -len(suffix)] + ("y" if suffix == "ies" else "")
-            break
-    return word[:-1] if word.endswith("e") and len(word) > 4 else word
-
-
 SYNONYMS = {stem(word): tuple(stem(alt) for alt in alts.split()) for word, alts in _SYNONYMS.items()}
-
-
-def words_of(text: str) -> list[str]:
-    """The stemmed words of code or prose, identifiers split (`naturalSize`, `natural_size`: natural, size)."""
-    return [stem(t) for t in TOKEN.findall(text) if len(t) > 1 and t.lower() not in STOPWORDS]
 
 
 def _module(rel: str) -> tuple[str, ...]:

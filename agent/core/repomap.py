@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath
 
 from agent.core.code_finder import Found, find_definitions, is_test_file
 from agent.settings.paths import PROJECT_CONFIG
-from tools.outline import Definition, excerpt, outline
+from tools.outline import Definition, excerpt, outline, words_of
 from tools.search import workspace_files
 from tools.workspace import Workspace
 
@@ -193,8 +193,9 @@ def _long_file(
     shown: list[str],
     why: dict[Definition, str] | None = None,
     members_of_wanted_only: bool = False,
+    words: set[str] | None = None,
 ) -> str:
-    text, names = excerpt(f.rel, f.text or "", wanted, budget, head, why, members_of_wanted_only)
+    text, names = excerpt(f.rel, f.text or "", wanted, budget, head, why, members_of_wanted_only, words)
     shown += names
     return text
 
@@ -213,6 +214,7 @@ def _found_section(
     budget: int,
     fence_for: Callable[[str], str],
     view: RepositoryView,
+    words: set[str],
 ) -> str:
     """The files holding the definitions the task seems to be about: a short one whole, a long one as
     its outline with those definitions whole, each headed by why it was chosen."""
@@ -233,7 +235,9 @@ def _found_section(
             why = {i.definition: i.why for i in items}
             wanted = [i.definition for i in items]
             parts.append(
-                _long_file(f, wanted, head, room, fence_for, shown, why, members_of_wanted_only=True)
+                _long_file(
+                    f, wanted, head, room, fence_for, shown, why, members_of_wanted_only=True, words=words
+                )
             )
             view.partly.append(rel)
         else:
@@ -310,7 +314,9 @@ def repository_view(
         )
         if item.rel not in named_rels
     ]
-    section = _found_section(found, readable, int((budget_chars - used) * FOUND_SHARE), fence_for, view)
+    section = _found_section(
+        found, readable, int((budget_chars - used) * FOUND_SHARE), fence_for, view, set(words_of(task))
+    )
     if section:
         parts.append(section)
         used += len(section)
