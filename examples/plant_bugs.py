@@ -923,44 +923,50 @@ class Planted:
     solution_patch: str
 
 
-def check_script(package: Package, test: str, extra: str = "") -> str:
-    """The check: `test` passes, run in a copy of the files (under a fresh TMPDIR) where the tests are
-    as they were at the start (the first commit), so that only the code is judged."""
-    restore = os.path.dirname(test) or test
-    return (
-        textwrap.dedent(
-            f"""\
-        python3 - <<'HIDDEN'
-        import io, os, shutil, subprocess, sys, tarfile, tempfile
-        sys.dont_write_bytecode = True
-        PACKAGE, PYTHONPATH, TESTS = {package.module!r}, {package.path!r}, {test!r}
-        # A copy of the files under a fresh TMPDIR (removed at exit), with {restore} as at the start.
-        scratch = tempfile.TemporaryDirectory()
-        work = os.path.join(os.path.realpath(scratch.name), "work")
-        shutil.copytree(".", work, ignore=shutil.ignore_patterns(".git", "__pycache__"))
-        first = subprocess.run(["git", "rev-list", "--max-parents=0", "HEAD"], capture_output=True, text=True)
-        if first.stdout.split():
-            archive = subprocess.run(["git", "archive", first.stdout.split()[-1], {restore!r}], capture_output=True)
-            if archive.returncode == 0:
-                tarfile.open(fileobj=io.BytesIO(archive.stdout)).extractall(work, filter="data")
-        env = {{**os.environ, "PYTHONPATH": PYTHONPATH, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
-               "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "TMPDIR": scratch.name}}
-        where = subprocess.run([sys.executable, "-c", f"import {{PACKAGE}}; print({{PACKAGE}}.__file__)"],
-                               cwd=work, env=env, capture_output=True, text=True)
-        assert where.stdout.startswith(work), f"{{PACKAGE}} does not import from here:\\n{{where.stderr[-2000:]}}"
-        """
-        )
-        + (textwrap.dedent(extra) if extra else "")
-        + textwrap.dedent(
-            """\
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-o", "addopts=", TESTS],
-                              cwd=work, env=env, capture_output=True, text=True, timeout=240)
-        output = (proc.stdout[-3000:] + proc.stderr[-2000:]).replace(work + os.sep, "")
-        assert proc.returncode == 0, f"the tests of {PACKAGE} fail:\\n{output}"
-        HIDDEN
-        """
-        )
-    )
+_CHECK = """\
+python3 - <<'HIDDEN'
+import io, os, shutil, subprocess, sys, tarfile, tempfile
+sys.dont_write_bytecode = True
+PACKAGE, PYTHONPATH, TESTS = @PACKAGE@, @PYTHONPATH@, @TESTS@
+# A copy of the files under a fresh TMPDIR (removed at exit), with @RESTORED@ as at the start.
+scratch = tempfile.TemporaryDirectory()
+work = os.path.join(os.path.realpath(scratch.name), "work")
+shutil.copytree(".", work, ignore=shutil.ignore_patterns(".git", "__pycache__"))
+first = subprocess.run(["git", "rev-list", "--max-parents=0", "HEAD"], capture_output=True, text=True)
+if first.stdout.split():
+    archive = subprocess.run(["git", "archive", first.stdout.split()[-1], *@RESTORE@], capture_output=True)
+    if archive.returncode == 0:
+        safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+        tarfile.open(fileobj=io.BytesIO(archive.stdout)).extractall(work, **safe)
+env = {**os.environ, "PYTHONPATH": PYTHONPATH, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
+       "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "TMPDIR": scratch.name}
+where = subprocess.run([sys.executable, "-c", f"import {PACKAGE}; print({PACKAGE}.__file__)"],
+                       cwd=work, env=env, capture_output=True, text=True)
+assert where.stdout.startswith(work), f"{PACKAGE} does not import from here:\\n{where.stderr[-2000:]}"
+@EXTRA@proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-o", "addopts=", *TESTS],
+                      cwd=work, env=env, capture_output=True, text=True, timeout=240)
+output = (proc.stdout[-3000:] + proc.stderr[-2000:]).replace(work + os.sep, "")
+assert proc.returncode == 0, f"the tests of {PACKAGE} fail:\\n{output}"
+HIDDEN
+"""
+
+
+def check_script(package: Package, tests: tuple[str, ...], extra: str = "") -> str:
+    """The check: `tests` pass, run in a copy of the files (under a fresh TMPDIR) where the tests are as
+    they were at the start (the first commit), so that only the code is judged. `extra` (Python, run
+    first, with the copy's package importable) checks a behaviour the package's tests do not."""
+    restore = sorted({os.path.dirname(test) or test for test in tests})
+    if extra:
+        extra = "sys.path.insert(0, os.path.join(work, PYTHONPATH))\n" + textwrap.dedent(extra).strip() + "\n"
+    values = {
+        "@PACKAGE@": repr(package.module),
+        "@PYTHONPATH@": repr(package.path),
+        "@TESTS@": repr(list(tests)),
+        "@RESTORED@": ", ".join(restore),
+        "@RESTORE@": repr(restore),
+        "@EXTRA@": extra,
+    }
+    return re.sub("|".join(values), lambda m: values[m.group()], _CHECK)
 
 
 def task_md(check: str, text: str) -> str:
@@ -1004,7 +1010,7 @@ def write_task(task: Planted, out: Path, seed: int) -> Path:
     (folder / "setup.patch").write_text(task.setup_patch, encoding="utf-8")
     (folder / "solution.patch").write_text(task.solution_patch, encoding="utf-8")
     (folder / "task.md").write_text(
-        task_md(check_script(task.package, task.test), task.text), encoding="utf-8"
+        task_md(check_script(task.package, (task.test,)), task.text), encoding="utf-8"
     )
     return folder
 
@@ -1200,7 +1206,14 @@ def main(argv: list[str] | None = None) -> int:
     for folder in generated(args.out):
         if any(folder.name.startswith(f"{name}-") for name in names):
             shutil.rmtree(folder)
+    taken = {p.name for p in args.out.iterdir()} if args.out.is_dir() else set()  # the hand-written ones
     for task in tasks:
+        name, n = task.name, 1
+        while name in taken:
+            n += 1
+            name = f"{task.name}-{n}"
+        task.name = name
+        taken.add(name)
         write_task(task, args.out, args.seed)
     print(f"{len(tasks)} tasks written to {args.out}")
     return 0
