@@ -1139,7 +1139,8 @@ def _try(
         timeout = min(TEST_TIMEOUT, max(10.0, 10 * survey["seconds"]))  # a mutation may loop forever
         result = run_tests(tree, package, test, scratch, target=target, safe=survey["safe"], timeout=timeout)
         setup = _git(tree, "diff", "--", mutation.file)
-        solution = _git(tree, "diff", "-R", "--", mutation.file)
+        # The reverse diff, its sides named a/ (with the bug) and b/ (without) as in any patch.
+        solution = _git(tree, "diff", "-R", "--src-prefix=b/", "--dst-prefix=a/", "--", mutation.file)
     finally:
         path.write_bytes(original)
     if result is None:

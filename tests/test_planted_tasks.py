@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import io
+import json
 import re
 import shutil
 import sys
@@ -23,8 +24,10 @@ from pathlib import Path
 
 import pytest
 
+from agent.cli import main
 from agent.frontends.measure.suite import discover, prepare_workdir, read_source
 from agent.session.taskfile import load_task
+from tests.scripted_server import ScriptedServer
 from tests.test_suite_tasks import TRIVIAL_TESTS, check, git, python3_with_pytest  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,6 +125,27 @@ def test_the_check_fails_on_the_starting_files_and_passes_with_the_solution(name
     assert after.passed, f"the check fails with the reference solution:\n{after.output}"
     status = git(workdir, "status", "--porcelain", "--untracked-files=all").splitlines()
     assert not [line for line in status if line.startswith("??")], "the check leaves no files behind"
+
+
+@pytest.mark.slow
+def test_agent_bench_tasks_runs_a_planted_task_against_the_scripted_model(tmp_path, capsys):
+    # The model fixes the comparison with one bash command; `agent run` then runs the hidden check.
+    fix = "sed -i 's/(base\\*\\*exp)))) > base:/(base**exp)))) >= base:/' src/humanize/filesize.py"
+    script = [{"tool_calls": [{"name": "bash", "arguments": {"command": fix}}]}, {"content": "Fixed."}]
+    with ScriptedServer(script) as server:
+        argv = [
+            "bench",
+            "--base-url",
+            server.url,
+            "--tasks",
+            str(PLANTED_DIR),
+            "--task",
+            "humanize-naturalsize",
+        ]
+        assert main([*argv, "--json", "--task-timeout", "300"]) == 0
+    [result] = json.loads(capsys.readouterr().out)["attach"]
+    assert result["name"] == "humanize-naturalsize"
+    assert result["solved"] and result["checks"] == 1 and result["turns"] == 2, result
 
 
 def _one_per_package() -> list[str]:
