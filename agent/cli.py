@@ -10,6 +10,7 @@ from pathlib import Path
 
 from agent import __version__
 from agent.errors import RUN_EXIT_CODES, ExitCode
+from agent.session.actions import protocol_names
 from tools.approval import MODES as APPROVAL_MODES
 
 # command path -> "module:function"
@@ -267,7 +268,7 @@ def _task_suite_arguments(parser: argparse.ArgumentParser, tasks_help: str, acti
     if actions:
         parser.add_argument(
             "--actions",
-            choices=["tools", "blocks"],
+            choices=protocol_names(),
             help="with --tasks or --conversation: override the profiles' action protocol",
         )
     parser.add_argument("--task-timeout", type=float, default=600, help="with --tasks: seconds per task")
@@ -286,7 +287,7 @@ def _task_commands(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--workdir", help="where the agent works (default: front matter, then here)")
     run.add_argument("--resume", metavar="SESSION", help="continue a session where it stopped")
     run.add_argument(
-        "--actions", choices=["tools", "blocks"],
+        "--actions", choices=protocol_names(),
         help="how the model acts: native JSON tool calls ('tools'), or 'blocks': files, SEARCH/REPLACE "
         "edits and bash commands written as text, for small models (default: the profile's)",
     )  # fmt: skip

@@ -1,9 +1,11 @@
 """The one exception type for errors the user must fix, shown once and plainly, and the exit codes
-they and every other ending of a run give."""
+they and every other ending of a run give; and the failures of a model request (`LLMError` and its
+kinds), which the model client raises (agent/core/llm.py:map_error) and every front end may meet."""
 
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Any
 
 
 class ExitCode(IntEnum):
@@ -64,3 +66,49 @@ class ServerError(AgentError):
     """llama-server could not be found, built, started or reached."""
 
     exit_code = ExitCode.SERVER
+
+
+class LLMError(Exception):
+    """A model request failed. `status` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, status: int | None = None, body: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+class ContextOverflow(LLMError):
+    """The prompt does not fit the server's context: compact and retry."""
+
+    def __init__(self, message: str, n_prompt_tokens: int | None, n_ctx: int | None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.n_prompt_tokens = n_prompt_tokens
+        self.n_ctx = n_ctx
+
+
+class ServerLoading(LLMError):
+    """503 while the model loads: wait and retry."""
+
+
+class ServerGone(LLMError):
+    """Connection refused or reset, before or during the stream. `partial`: text had already arrived."""
+
+    def __init__(self, message: str, partial: bool = False, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.partial = partial
+
+
+class ServerStalled(LLMError):
+    """The server took the request and then stopped sending: hung, stopped (SIGSTOP) or overloaded."""
+
+    def __init__(self, message: str, partial: bool = False, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.partial = partial
+
+
+class BadRequest(LLMError):
+    """The server refused the request (4xx): shown to the user, not retried."""
+
+
+class ServerFailure(LLMError):
+    """Anything else: a 5xx, an unreadable answer."""

@@ -26,10 +26,9 @@ from agent.core.repomap import repository_view
 from agent.core.task_message import files_budget, recent_files, task_message
 from agent.core.workbench import Workbench
 from agent.frontends.measure.suite import discover, prepare_workdir
-from agent.protocols.base import fence_for
 from agent.protocols.registry import make_actions
 from agent.session.taskfile import load_task
-from tools.outline import outline, qualname
+from tools.outline import fence_for, outline, qualname
 
 TASKS = Path(__file__).resolve().parents[1] / "examples" / "tasks"
 
@@ -54,11 +53,12 @@ def main() -> None:
             context = ContextWindow(args.n_ctx, args.reserve)
             workbench = Workbench(workdir)
             started = time.perf_counter()
-            message = task_message(workbench, body, make_actions("blocks", workdir), context)
+            blocks = make_actions("blocks", workdir)
+            message = task_message(workbench, body, blocks, context)
             seconds = time.perf_counter() - started
-            budget = files_budget(body, context, len(system_prompt(workdir, "blocks")))
+            budget = files_budget(body, context, len(system_prompt(workdir, blocks.system_prompt)))
             view = repository_view(workdir, body, budget, fence_for, recent_files(workbench))
-            first = len(system_prompt(workdir, "blocks")) + len(message)
+            first = len(system_prompt(workdir, blocks.system_prompt)) + len(message)
             files = sum(1 for p in workdir.rglob("*") if p.is_file() and ".git" not in p.parts)
             changed = changed_definitions(task_dir / "solution.patch", workdir)
             found = bool(changed) and all(shown(view, rel, name) for rel, name in changed)

@@ -148,7 +148,8 @@ def start_to_typing(profile: str) -> dict:
 async def client_cost(deltas: int, rate: float) -> dict:
     """The part of the app's CPU per delta that is the client's: the same stream, read by
     `ModelClient.stream` alone."""
-    from agent.core.llm import Endpoint, ModelClient
+    from agent.core.llm import ModelClient
+    from agent.server.endpoint import Endpoint
     from tests.frontends.tui.stream_lag import CHARS_PER_DELTA, answer_text
 
     proc, url = scripted_server([{"content": answer_text(deltas * CHARS_PER_DELTA), "chunks_per_s": rate}])

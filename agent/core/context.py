@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agent.core.history import repair_history
-from agent.core.llm import Completion, ContextOverflow, LLMError, ModelClient
+from agent.core.llm import Completion, ModelClient
+from agent.errors import ContextOverflow, LLMError
 from agent.events import Compacted, Event
 
 # Messages and a token limit in, the model's text out; raises ContextOverflow when they do not fit.

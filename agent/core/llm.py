@@ -29,56 +29,20 @@ import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential
 
 from agent.core.prompt_cache import FULL_REPROCESS_LOG, CacheWatch, ServerSide
+from agent.errors import (
+    BadRequest,
+    ContextOverflow,
+    LLMError,
+    ServerFailure,
+    ServerGone,
+    ServerLoading,
+    ServerStalled,
+)
 from agent.events import ReasoningDelta, TextDelta
+from agent.server.endpoint import Endpoint
 from agent.store.telemetry import TurnStats, accepted_per_position, parse_server_counters
 
 # ---------------------------------------------------------------------------------------------- errors
-
-
-class LLMError(Exception):
-    """A model request failed. `status` is the HTTP status when there was one."""
-
-    def __init__(self, message: str, status: int | None = None, body: Any = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.body = body
-
-
-class ContextOverflow(LLMError):
-    """The prompt does not fit the server's context: compact and retry."""
-
-    def __init__(self, message: str, n_prompt_tokens: int | None, n_ctx: int | None, **kw: Any) -> None:
-        super().__init__(message, **kw)
-        self.n_prompt_tokens = n_prompt_tokens
-        self.n_ctx = n_ctx
-
-
-class ServerLoading(LLMError):
-    """503 while the model loads: wait and retry."""
-
-
-class ServerGone(LLMError):
-    """Connection refused or reset, before or during the stream. `partial`: text had already arrived."""
-
-    def __init__(self, message: str, partial: bool = False, **kw: Any) -> None:
-        super().__init__(message, **kw)
-        self.partial = partial
-
-
-class ServerStalled(LLMError):
-    """The server took the request and then stopped sending: hung, stopped (SIGSTOP) or overloaded."""
-
-    def __init__(self, message: str, partial: bool = False, **kw: Any) -> None:
-        super().__init__(message, **kw)
-        self.partial = partial
-
-
-class BadRequest(LLMError):
-    """The server refused the request (4xx): shown to the user, not retried."""
-
-
-class ServerFailure(LLMError):
-    """Anything else: a 5xx, an unreadable answer."""
 
 
 def _error_body(exc: openai.APIStatusError) -> dict[str, Any]:
@@ -283,21 +247,6 @@ StreamStop = Callable[[str], "tuple[str, str] | None"]
 
 
 @dataclass
-class Endpoint:
-    """Where and how to ask a model: one per session."""
-
-    base_url: str  # the OpenAI base, ending in /v1
-    api_key: str | None = None
-    model: str | None = None  # asked of /v1/models when None
-    profile: str = "attach"
-    spec_mode: str = "none"
-    sampling: dict[str, Any] = field(default_factory=dict)  # OpenAI params; extra_body for llama.cpp's
-    extra_body: dict[str, Any] = field(default_factory=dict)  # sent with every request
-    metrics_url: str | None = None  # Prometheus /metrics, for draft counters
-    server_log: str | None = None  # the log of a server the agent started: why its cache was dropped
-
-
-@dataclass
 class _Assembling:
     id: str = ""
     name: str = ""
@@ -327,8 +276,12 @@ class ModelClient:
         read_timeout: float = 600.0,
         loading_wait: float = 120.0,
         stall_timeout: float | None = None,
+        cut_repeats: bool = True,
     ) -> None:
         self.endpoint = endpoint
+        # False: an answer that keeps repeating itself is read whole, never cut (`repeating_tail`,
+        # `counting_tail`): a benchmark's requests, which must be measured as the server gave them.
+        self.cut_repeats = cut_repeats
         self.loading_wait = loading_wait
         self.stall_timeout = stall_timeout or stall_timeout_from_env()
         self._client = openai.AsyncOpenAI(
@@ -531,7 +484,7 @@ class ModelClient:
                         got_token = streamed = True
                         size += len(piece)
                         yield TextDelta(piece)
-                        if size - checked_at >= REPEAT_CHECK_EVERY:
+                        if self.cut_repeats and size - checked_at >= REPEAT_CHECK_EVERY:
                             checked_at = size
                             so_far = "".join(text)
                             looped = repeating_tail(so_far)

@@ -15,8 +15,10 @@ from typing import Any
 
 from agent.core.context import ContextWindow
 from agent.core.guards import RepeatGuard, StopTask
-from agent.core.llm import Completion, ContextOverflow, LLMError, ModelClient, ToolCall
+from agent.core.llm import Completion, ModelClient, ToolCall
 from agent.core.prompt_cache import COMPACTION, RESUMED
+from agent.core.protocol import ActionProtocol, ReadAnswer
+from agent.errors import ContextOverflow, LLMError
 from agent.events import (
     ApprovalAnswer,
     ApprovalRequested,
@@ -31,8 +33,6 @@ from agent.events import (
     TurnStarted,
     UserMessage,
 )
-from agent.protocols.base import ActionProtocol, ReadAnswer
-from agent.protocols.registry import make_actions
 from tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 from tools.permissions import Permissions, Verdict
 
@@ -65,12 +65,12 @@ class Agent:
     permissions: Permissions
     system_prompt: str
     emit: Callable[[Event], None]
+    actions: ActionProtocol  # how the model acts: built by the session layer, handed in ready
     approve: Approver | None = None  # None: nobody can answer (headless); what asks is refused
     limits: Limits = field(default_factory=Limits)
     context: ContextWindow | None = None
     checkpoint: Callable[[str], str | None] | None = None  # snapshot before the first change of a task
     tool_choice: str = "auto"
-    actions: ActionProtocol = field(default_factory=lambda: make_actions("tools"))  # how the model acts
     request_overrides: dict[str, Any] = field(default_factory=dict)
     recover: Recovery | None = None  # one more try of a request that failed, once it is put right
     messages: list[dict[str, Any]] = field(default_factory=list)

@@ -12,8 +12,6 @@ import platform
 import time
 from pathlib import Path
 
-from agent.protocols.registry import system_prompt_of
-
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")  # the first one present is used
 MAX_INSTRUCTIONS = 20_000
 
@@ -29,10 +27,10 @@ def project_instructions(workspace: Path) -> tuple[str, str] | None:
     return None
 
 
-def system_prompt(workspace: Path, actions: str = "tools") -> str:
-    """The stable prefix: the same bytes for the whole session: the protocol's prompt (its folder's),
-    then the project's instructions."""
-    parts = [system_prompt_of(actions)]
+def system_prompt(workspace: Path, protocol_prompt: str) -> str:
+    """The stable prefix: the same bytes for the whole session: the action protocol's prompt (its
+    `system_prompt`, from its folder), then the project's instructions."""
+    parts = [protocol_prompt]
     found = project_instructions(workspace)
     if found:
         name, text = found

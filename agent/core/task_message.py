@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from agent.core.context import CHARS_PER_TOKEN, ContextWindow
 from agent.core.prompt import system_prompt, user_message
+from agent.core.protocol import ActionProtocol
 from agent.core.repomap import repository_view
 from agent.core.workbench import Workbench
-from agent.protocols.base import ActionProtocol, fence_for
 from tools.files import TASK_TEXT
+from tools.outline import fence_for
 from tools.shown import mark_shown_definitions, mark_shown_whole
 
 
@@ -26,7 +27,9 @@ def task_message(
     workbench.tool_state[TASK_TEXT] = task
     if protocol is None or not protocol.shows_repository:
         return user_message(task, workbench.workspace, git_summary(workbench.repo), note=note)
-    budget = files_budget(task + note, context, len(system_prompt(workbench.workspace, protocol.mode)))
+    budget = files_budget(
+        task + note, context, len(system_prompt(workbench.workspace, protocol.system_prompt))
+    )
     view = repository_view(workbench.workspace, task, budget, fence_for, recent_files(workbench))
     for rel in view.whole:
         mark_shown_whole(workbench.tool_state, workbench.workspace / rel)

@@ -21,9 +21,9 @@ import sys
 from argparse import Namespace
 from pathlib import Path
 
-from agent.core.workbench import changes_lines
 from agent.errors import AgentError, ExitCode
 from agent.events import Event, ReasoningDelta, TextDelta
+from agent.session.parts import changes_lines
 from agent.session.run import run_task_blocking
 from agent.session.task_run import TaskRequest, TaskResult
 from agent.settings.config import Settings

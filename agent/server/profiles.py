@@ -114,9 +114,11 @@ class ServerProfile(BaseModel):
         description="Extra body keys sent with every request, e.g. {'speculative.n_max' = 16}.",
     )
     startup_timeout: float = Field(600, gt=0, description="Seconds to wait for /health to answer 200.")
-    actions: Literal["tools", "blocks"] = Field(
+    actions: str = Field(
         "tools",
-        description="How the model acts: native tool calls, or edit blocks written as text (small models).",
+        description='How the model acts: an action protocol\'s name, native tool calls ("tools") or edit '
+        'blocks written as text ("blocks", small models). Checked against agent/protocols/registry.py '
+        "when a session opens.",
     )
     plan_first: bool = Field(
         False,

@@ -24,12 +24,13 @@ from pathlib import Path
 import httpx2
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from agent.core.llm import LOOKUP_TRIES, Endpoint
+from agent.core.llm import LOOKUP_TRIES
 from agent.errors import ServerError
 from agent.events import DraftOff, Event
 from agent.server import machine_paths
 from agent.server.build import Progress
 from agent.server.diagnose import log_tail
+from agent.server.endpoint import Endpoint
 from agent.server.launch_plan import LaunchPlan, MachinePaths, api_root, openai_base_url, plan_launch
 from agent.server.lifecycle import ServerHandle, StartProgress, server_log_path, start, stop
 from agent.server.preflight.report import DraftError

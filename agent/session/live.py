@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.core.build_agent import build_agent
 from agent.core.checks import CheckResult, work_until_checked
 from agent.core.history import repair_history
 from agent.core.llm import ModelClient
@@ -29,11 +28,11 @@ from agent.core.task_message import task_message
 from agent.core.workbench import Workbench, auto_commit_subject, changes_lines
 from agent.errors import ConfigError
 from agent.events import Compacted, ErrorEvent, Event, Notice, SessionFinished, SessionStarted
-from agent.protocols.base import ActionsMode
-from agent.protocols.registry import protocols
+from agent.protocols.registry import protocol_class, protocol_names, protocols
 from agent.server.build import Progress
 from agent.server.lifecycle import StartProgress
 from agent.server.profiles import ServerProfile
+from agent.session.build_agent import build_agent
 from agent.session.connect import Connection, connect, draft_recovery
 from agent.session.mcp_servers import mcp_configs, start_mcp
 from agent.settings.config import Settings, load_settings, state_dir, untrusted_check
@@ -178,7 +177,7 @@ def _one_line(command: str, width: int = 100) -> str:
     return lines[0][:width] + (" …" if len(lines) > 1 or len(lines[0]) > width else "")
 
 
-def resumed_actions(record: SessionRecord) -> ActionsMode | None:
+def resumed_actions(record: SessionRecord) -> str | None:
     """The action protocol a resumed session was given (a task file's `actions:`, an editor's pick),
     which it goes on with unless one is named now; None: its profile's."""
     picked = (record.latest_started.get("options") or {}).get("actions")
@@ -208,7 +207,7 @@ class SessionSetup:
     approval: str | None = None  # None: the settings'
     limits: Limits | None = None
     tool_choice: str = "auto"
-    actions: ActionsMode | None = None  # None: the profile's
+    actions: str | None = None  # an action protocol's name (agent/protocols/registry.py); None: the profile's
     mcp_servers: dict[str, MCPServerConfig] | None = None  # None: the user's and the trusted project's
     # what it starts from
     resume: SessionRecord | None = None  # a recorded session to continue
@@ -237,6 +236,12 @@ async def open_session(setup: SessionSetup, emit: Callable[[Event], None]) -> As
     resume, history, connection, mcp = setup.resume, setup.history, setup.connection, setup.mcp
     session_id = resume.session_id if resume else new_session_id()
     actions = setup.actions or (resumed_actions(resume) if resume else None) or profile.actions
+    if actions not in protocols():  # a profile's name for one (the CLI and task files check theirs)
+        raise ConfigError(
+            f"profile '{profile.name}' names no action protocol '{actions}'",
+            f"{profile.source or profile.name}: field 'actions': the protocols are {', '.join(protocol_names())}",
+            "Fix the field, or pass --actions.",
+        )
     configs = mcp_configs(settings, workspace) if setup.mcp_servers is None else setup.mcp_servers
     async with AsyncExitStack() as stack:
         # Before a server starts or a file is touched: a second agent here is refused, naming the first.
@@ -294,7 +299,7 @@ async def open_session(setup: SessionSetup, emit: Callable[[Event], None]) -> As
             limits=setup.limits, tool_choice=setup.tool_choice, extra_tools=mcp.tools, actions=actions,
             plan_first=profile.plan_first,
             # the system prompt of now before a resumed history: the prefix the server caches
-            history=[{"role": "system", "content": system_prompt(workspace, actions)}, *history] if history else None,
+            history=[{"role": "system", "content": system_prompt(workspace, protocol_class(actions).system_prompt)}, *history] if history else None,
         )  # fmt: skip
         agent.recover = draft_recovery(connection, emit_recorded)  # a draft failing: on without it
         live = LiveSession(

@@ -9,8 +9,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-from agent.core.llm import LLMError
-from agent.errors import AgentError, ExitCode
+from agent.errors import AgentError, ExitCode, LLMError
 from agent.events import Event
 from agent.session.attempts import run_attempts
 from agent.session.task_run import TaskRequest, TaskResult, run_task

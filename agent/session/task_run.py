@@ -15,7 +15,7 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from agent.core.checks import CheckResult, fresh_start_note, last_check, work_until_checked
 from agent.core.loop import Limits, Outcome
@@ -50,7 +50,7 @@ class TaskRequest:
     base_url: str | None = None
     max_turns: int | None = None
     approval: str | None = None
-    actions: Literal["tools", "blocks"] | None = None
+    actions: str | None = None  # an action protocol's name; None: the task file's, else the profile's
     check_rounds: int | None = None
     fresh_starts: int | None = None  # None: the task file's, else the settings'
     tool_choice: str | None = None
@@ -78,7 +78,7 @@ class PreparedTask:
     workdir: Path
     settings: Settings
     profile: ServerProfile
-    actions: Literal["tools", "blocks"]
+    actions: str  # the action protocol's name
     approval: str
     limits: Limits
     rounds: int  # check rounds

@@ -16,6 +16,7 @@ from frontmatter.default_handlers import YAMLHandler
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.errors import ConfigError, ExitCode
+from agent.protocols.registry import protocol_names
 from agent.settings.config import describe_validation_error
 from tools.approval import MODES_IN_WORDS, ApprovalMode
 from tools.mcp import parse_servers
@@ -58,8 +59,10 @@ class TaskSpec(BaseModel):
     fresh_starts: int | None = Field(
         None, ge=0, description="Times a stuck task starts afresh, its check still failing (default 2)."
     )
-    actions: Literal["tools", "blocks"] | None = Field(
-        None, description="How the model acts: native tool calls, or edit blocks written as text."
+    actions: str | None = Field(
+        None,
+        description="How the model acts: an action protocol's name (native tool calls, or edit blocks "
+        "written as text; agent/protocols/registry.py lists them).",
     )
     lint: str | None = Field(
         None, description="The project's lint command, run on each file the model edits ({path}: the file)."
@@ -71,6 +74,13 @@ class TaskSpec(BaseModel):
     mcp: dict[str, Any] | None = Field(
         None, description="MCP servers for this task, as in .mcp.json: {name: {command, args, env} or {url}}."
     )
+
+    @field_validator("actions")
+    @classmethod
+    def _protocol(cls, value: str | None) -> str | None:
+        if value is not None and value not in protocol_names():
+            raise ValueError(f"Input should be one of {', '.join(repr(n) for n in protocol_names())}")
+        return value
 
     @field_validator("mcp")
     @classmethod

@@ -12,7 +12,8 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from agent.core.llm import Completion, ContextOverflow, ModelClient, ServerGone
+from agent.core.llm import Completion, ModelClient
+from agent.errors import ContextOverflow, ServerGone
 from agent.server.lifecycle import stop
 from agent.server.profiles import get_profile
 from agent.server.registry import ServerRegistry

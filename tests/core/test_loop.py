@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from agent.core.build_agent import build_agent
 from agent.core.context import SUMMARY_INSTRUCTION
-from agent.core.llm import Endpoint, ModelClient
+from agent.core.llm import ModelClient
 from agent.core.loop import Limits
 from agent.core.task_message import task_message
 from agent.core.workbench import Workbench
 from agent.events import ApprovalAnswer, ApprovalRequested, Compacted, ErrorEvent, Event, ToolFinished
+from agent.server.endpoint import Endpoint
+from agent.session.build_agent import build_agent
 from agent.settings.config import Settings
 from tests.scripted_server import ScriptedServer
 

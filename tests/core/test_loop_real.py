@@ -7,7 +7,6 @@ import sys
 
 import pytest
 
-from agent.core.build_agent import build_agent
 from agent.core.checks import work_until_checked
 from agent.core.llm import ModelClient
 from agent.core.loop import Limits
@@ -15,6 +14,7 @@ from agent.core.task_message import task_message
 from agent.core.workbench import Workbench
 from agent.events import ErrorEvent, ToolFinished, TurnCompleted
 from agent.server.profiles import get_profile
+from agent.session.build_agent import build_agent
 from agent.session.connect import endpoint_for
 from agent.settings.config import Settings
 

@@ -17,10 +17,10 @@ import pytest
 
 from agent.core.repomap import named_files, outline, repository_view, text_files
 from agent.events import ApprovalAnswer, ApprovalRequested, Notice, PermissionDecided
-from agent.protocols.base import fence_for
 from tests.core.test_loop import Run, git_repo
 from tests.frontends.test_headless import agent, task_file
 from tests.scripted_server import ScriptedServer
+from tools.outline import fence_for
 
 FENCE = "```"
 

@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from agent.core.build_agent import default_tools
 from agent.events import ToolFinished
+from agent.session.build_agent import default_tools
 from tests.core.test_loop import Run, call, git_repo
 from tests.scripted_server import ScriptedServer
 from tools.base import ToolContext, ToolError, ToolRegistry

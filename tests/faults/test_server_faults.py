@@ -273,7 +273,8 @@ async def test_a_server_that_hangs_during_prefill_times_out_once_at_the_read_tim
     """SIGSTOP before the first token: the read timeout (600 s by default, 2 s here) ends the request as
     ServerStalled, and it is not sent again (was: a timeout counted as a refused connection, retried
     three times, three read timeouts in all)."""
-    from agent.core.llm import ModelClient, ServerStalled
+    from agent.core.llm import ModelClient
+    from agent.errors import ServerStalled
     from agent.server.profiles import get_profile
     from agent.session.connect import endpoint_for
 
@@ -318,7 +319,9 @@ async def test_a_server_silent_before_its_headers_is_asked_once_not_three_times(
     here; llama-server sends its headers at once): the read timeout is a ServerStalled error, and the
     request is not sent again (was: the SDK's timeout error is a connection error, so it was retried as
     a refused connection is: three requests, three read timeouts)."""
-    from agent.core.llm import Endpoint, ModelClient, ServerStalled
+    from agent.core.llm import ModelClient
+    from agent.errors import ServerStalled
+    from agent.server.endpoint import Endpoint
     from tests.scripted_server import ScriptedServer
 
     with ScriptedServer(default={"content": "too late", "delay": 4}) as server:

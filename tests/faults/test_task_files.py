@@ -22,8 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.core.checks import run_check
-from agent.core.llm import Endpoint, ModelClient
+from agent.core.llm import ModelClient
 from agent.errors import ConfigError
+from agent.server.endpoint import Endpoint
 from agent.session.taskfile import load_task, parse_task
 from tests.conftest import free_port
 from tests.frontends.test_headless import agent, call

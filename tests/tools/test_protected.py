@@ -298,7 +298,7 @@ async def test_without_a_sandbox_a_command_that_plants_a_hook_asks_and_headless_
 ):
     missing = lambda: "bwrap (bubblewrap) is not installed"  # noqa: E731
     monkeypatch.setattr(sandbox, "unavailable", missing)  # what Sandbox.active asks
-    monkeypatch.setattr("agent.core.build_agent.sandbox_unavailable", missing)  # what the session says
+    monkeypatch.setattr("agent.session.build_agent.sandbox_unavailable", missing)  # what the session says
     plant = call(
         "bash", command=f"cat > .git/hooks/pre-commit <<'EOF'\n{HOOK}EOF\nchmod +x .git/hooks/pre-commit"
     )

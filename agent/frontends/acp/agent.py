@@ -73,9 +73,7 @@ from acp.schema import (
 )
 
 from agent import __version__
-from agent.core.llm import LLMError
-from agent.core.loop import Limits, Outcome
-from agent.errors import AgentError, ConfigError
+from agent.errors import AgentError, ConfigError, LLMError
 from agent.events import (
     ApprovalAnswer,
     ApprovalRequested,
@@ -87,12 +85,13 @@ from agent.events import (
 from agent.frontends.acp import pickers
 from agent.frontends.acp.session import AcpSession, client_servers, prompt_text
 from agent.frontends.acp.views import replayed, updates
-from agent.protocols.registry import protocols
 from agent.server.profiles import ServerProfile, get_profile
 from agent.session import slash_commands
+from agent.session.actions import protocol_names
 from agent.session.connect import Connection, connect, last_log_line, server_log, session_profile
 from agent.session.live import SessionSetup, open_session
 from agent.session.mcp_servers import mcp_configs
+from agent.session.parts import Limits, Outcome
 from agent.session.slash_commands import EDITOR_COMMANDS, SlashCommand
 from agent.settings.config import Settings, load_settings, state_dir
 from agent.store.transcripts import SessionRecord, SessionSummary, load_session, recorded_sessions
@@ -519,8 +518,10 @@ class SpecAgent:
     async def _switch_actions(self, session: AcpSession, mode: str) -> str:
         """The action-protocol picker: the session continues (`_reopen`) with the other protocol's system
         prompt and tools, on the same server; the client's pick holds across profile switches."""
-        if mode not in protocols():
-            raise RequestError.invalid_params({"value": mode, "message": f"one of {', '.join(protocols())}"})
+        if mode not in protocol_names():
+            raise RequestError.invalid_params(
+                {"value": mode, "message": f"one of {', '.join(protocol_names())}"}
+            )
         if mode == session.live.agent.actions.mode:
             return f"The action protocol {mode} is in use already."
         reopened = await self._reopen(session, session.live.profile, mode)

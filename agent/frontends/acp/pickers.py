@@ -18,8 +18,8 @@ from acp.schema import (
 )
 
 from agent.errors import AgentError
-from agent.protocols.registry import protocols
 from agent.server.profiles import ServerProfile, load_profiles
+from agent.session.actions import described
 from tools.approval import DESCRIPTIONS, MODES
 
 PROFILE, MODE, ACTIONS = "profile", "mode", "actions"  # the config options' ids
@@ -71,12 +71,7 @@ def _profile_choice(name: str, profile: ServerProfile) -> SessionConfigSelectOpt
 
 
 def protocol_choices() -> list[SessionConfigSelectOption]:
-    return [
-        SessionConfigSelectOption(
-            value=mode, name=mode, description=(cls.__doc__ or "").strip().splitlines()[0]
-        )
-        for mode, cls in sorted(protocols().items(), reverse=True)  # tools, blocks
-    ]
+    return [SessionConfigSelectOption(value=name, name=name, description=line) for name, line in described()]
 
 
 def _select(ident, name, description, category, current, choices) -> SessionConfigOptionSelect:

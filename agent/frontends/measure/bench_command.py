@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from agent.core.llm import LLMError
-from agent.errors import AgentError
+from agent.errors import AgentError, LLMError
 from agent.frontends import console
 from agent.frontends.measure.bench_modes import cmd_conversation, cmd_tasks
 from agent.frontends.measure.bench_prompts import SEED_PROMPTS, BenchResult, Eta, log_results, run

@@ -14,18 +14,17 @@ measure: the prompts as one agent session, with what the agent itself costs per 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import statistics
-import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.core.llm import Completion, Endpoint, ModelClient
 from agent.frontends.measure.answers import code_check
+from agent.server.endpoint import Endpoint
+from agent.session.parts import Completion, ModelClient
 from agent.settings.config import state_dir
 from agent.store.telemetry import TelemetryLog, TurnStats
 
@@ -83,23 +82,6 @@ class BenchResult:
         }
 
 
-@contextlib.contextmanager
-def whole_answers() -> Iterator[None]:
-    """The agent's client cuts an answer that keeps repeating itself (`llm.repeating_tail`): right for
-    a task, wrong for a benchmark, which must read each answer whole as the seed's script does (a cut
-    stream ends without `timings`, and the tiny base model loops at temperature 0). ModelClient has no
-    switch for it, so for the bench's requests its check interval is set out of reach.
-    """
-    from agent.core import llm  # (the module itself: its constant is set and restored)
-
-    saved = llm.REPEAT_CHECK_EVERY
-    llm.REPEAT_CHECK_EVERY = sys.maxsize
-    try:
-        yield
-    finally:
-        llm.REPEAT_CHECK_EVERY = saved
-
-
 async def run_prompts(
     endpoint: Endpoint,
     prompts: dict[str, str],
@@ -113,7 +95,9 @@ async def run_prompts(
 ) -> list[BenchResult]:
     """Each prompt `runs` times (the whole set, then again), after one warm-up request when asked.
     The warm-up's result comes first, marked `warmup`; summaries leave it out."""
-    client = ModelClient(endpoint)
+    # Each answer read whole, as the seed's script reads it: the agent's client cuts one that keeps
+    # repeating itself, and a cut stream ends without `timings` (the tiny base model loops at temperature 0).
+    client = ModelClient(endpoint, cut_repeats=False)
     # No prompt cache: llama-server keeps earlier prompts in RAM, so from run 2 on a prompt would be
     # served from the cache (its prefill unmeasured) and generated from a restored state instead of a
     # fresh one. Each request starts as the first one of the seed's script did.
@@ -124,21 +108,18 @@ async def run_prompts(
     plan += [(prompts[name], name, run, max_tokens) for run in range(1, runs + 1) for name in prompts]
     results = []
     try:
-        with whole_answers():
-            for text, name, run, limit in plan:
-                completion: Completion | None = None
-                async for item in client.stream(
-                    [{"role": "user", "content": text}], max_tokens=limit, **overrides
-                ):
-                    if isinstance(item, Completion):
-                        completion = item
-                assert completion is not None
-                result = BenchResult(
-                    endpoint.profile, name, completion.stats, run, completion.content, run == 0
-                )
-                results.append(result)
-                if on_result:
-                    on_result(result)
+        for text, name, run, limit in plan:
+            completion: Completion | None = None
+            async for item in client.stream(
+                [{"role": "user", "content": text}], max_tokens=limit, **overrides
+            ):
+                if isinstance(item, Completion):
+                    completion = item
+            assert completion is not None
+            result = BenchResult(endpoint.profile, name, completion.stats, run, completion.content, run == 0)
+            results.append(result)
+            if on_result:
+                on_result(result)
     finally:
         await client.close()
     return results

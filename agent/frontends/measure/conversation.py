@@ -8,12 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.core.llm import Endpoint
-from agent.core.loop import Agent, Limits
-from agent.core.task_message import task_message
 from agent.events import Event, TurnStarted
+from agent.server.endpoint import Endpoint
 from agent.session.connect import Connection
 from agent.session.live import SessionSetup, open_session
+from agent.session.parts import Agent, Limits, task_message
 from agent.store.telemetry import TurnStats
 
 

@@ -16,8 +16,7 @@ from typing import Any
 
 import httpx2
 
-from agent.core.llm import Endpoint, LLMError
-from agent.errors import AgentError
+from agent.errors import AgentError, LLMError
 from agent.frontends import console
 from agent.frontends.measure.bench_prompts import SEED_PROMPTS, run
 from agent.frontends.measure.tune_replay import (
@@ -49,6 +48,7 @@ from agent.frontends.measure.tune_setups import (
 )
 from agent.server import machine_paths
 from agent.server.dialect import read_capabilities
+from agent.server.endpoint import Endpoint
 from agent.server.launch_plan import resolve_binary
 from agent.server.profiles import ServerProfile, get_profile
 from agent.session.connect import connect

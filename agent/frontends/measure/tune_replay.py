@@ -25,21 +25,17 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from agent.core.build_agent import default_tools
-from agent.core.history import history_arguments
-from agent.core.llm import Completion, Endpoint, ModelClient
-from agent.core.prompt import system_prompt
 from agent.errors import AgentError
-from agent.frontends.measure.bench_prompts import whole_answers
 from agent.frontends.measure.turn_kinds import KINDS, turn_kind
-from agent.protocols.registry import make_actions
 from agent.server.embedded_model import embedded_key, lookup_embedded_model
+from agent.server.endpoint import Endpoint
 from agent.server.profiles import ServerProfile, get_profile
+from agent.session.build_agent import request_prefix
 from agent.session.live import resumed_history
+from agent.session.parts import Completion, ModelClient, history_arguments
 from agent.settings.config import Settings, state_dir
 from agent.store.telemetry import TurnStats, per_position_rates
 from agent.store.transcripts import SessionRecord, list_session_paths, load_session, sessions_dir
-from tools.base import ToolRegistry
 
 # An answer without a token count (a stream cut before its timings, a turn killed in its tools): its
 # length in characters over this many per token stands in, within these bounds.
@@ -114,15 +110,13 @@ def session_of(record: SessionRecord, settings: Settings, fallback_actions: str)
     events = record.events
     workspace = Path(record.started.get("workspace") or ".")
     actions = protocol_of(record, fallback_actions)
-    system = {"role": "system", "content": system_prompt(workspace, actions)}
     # The git tools are offered in a repository only; outside one the session said so as it opened (and
     # the folder may be gone since: a suite task's, a bench's scratch).
     with_git = not any(
         e["type"] == "notice" and e.get("message", "").startswith("not a git repository") for e in events
     )
-    tools = make_actions(actions, workspace).request_tools(
-        ToolRegistry(default_tools(with_git, settings.rewrite_guard))
-    )
+    prompt, tools = request_prefix(actions, workspace, with_git, settings.rewrite_guard)
+    system = {"role": "system", "content": prompt}
     requests = []
     for i, event in enumerate(events):
         if event["type"] != "assistant.message":
@@ -214,25 +208,24 @@ async def replay(
     on_request: Callable[[Replayed, int, int], None] | None = None,
 ) -> list[Replayed]:
     """Every request of the sessions, in order, on this server. `on_request(replayed, i, n)`: progress."""
-    client = ModelClient(endpoint)
+    # The recorded length is the work to compare: an answer is read whole, never cut as a loop.
+    client = ModelClient(endpoint, cut_repeats=False)
     try:
         requests = [r for s in sessions for r in s.requests]
         done = []
-        # The recorded length is the work to compare: an answer is read whole, never cut as a loop.
-        with whole_answers():
-            for i, request in enumerate(requests, 1):
-                completion: Completion | None = None
-                async for item in client.stream(
-                    request.messages, request.tools, temperature=0.0, max_tokens=request.max_tokens
-                ):
-                    if isinstance(item, Completion):
-                        completion = item
-                assert completion is not None
-                calls = [(c.name, history_arguments(c.arguments)) for c in completion.tool_calls]
-                same = completion.content == request.content and calls == request.calls
-                done.append(Replayed(request, completion.stats, same))
-                if on_request:
-                    on_request(done[-1], i, len(requests))
+        for i, request in enumerate(requests, 1):
+            completion: Completion | None = None
+            async for item in client.stream(
+                request.messages, request.tools, temperature=0.0, max_tokens=request.max_tokens
+            ):
+                if isinstance(item, Completion):
+                    completion = item
+            assert completion is not None
+            calls = [(c.name, history_arguments(c.arguments)) for c in completion.tool_calls]
+            same = completion.content == request.content and calls == request.calls
+            done.append(Replayed(request, completion.stats, same))
+            if on_request:
+                on_request(done[-1], i, len(requests))
     finally:
         await client.close()
     return done

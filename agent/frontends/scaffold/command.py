@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.core.checks import run_check
 from agent.errors import AgentError, ConfigError, ExitCode
 from agent.events import CheckFinished, Event
 from agent.frontends.console import show_error
@@ -30,6 +29,7 @@ from agent.frontends.scaffold.report import Output, Report, RunObserver
 from agent.frontends.scaffold.skeleton import check_folder, folder_entries, write_skeleton
 from agent.frontends.scaffold.task import guarded_check, task_body, write_task_file
 from agent.frontends.scaffold.templates import DEFAULT_TEMPLATE, Template, list_templates, load_template
+from agent.session.parts import run_check
 from agent.session.taskfile import check_command_exists
 from agent.settings.config import Settings
 from agent.settings.trust import is_trusted, trust

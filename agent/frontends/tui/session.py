@@ -19,14 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.core.loop import Agent, Approver, Limits, Outcome
-from agent.core.workbench import Workbench
 from agent.errors import AgentError
 from agent.events import Event, Notice
 from agent.server.profiles import ServerProfile
 from agent.session import slash_commands
 from agent.session.connect import Connection, StartReport, connect, session_profile
 from agent.session.live import LiveSession, PromptResult, SessionSetup, open_session
+from agent.session.parts import Agent, Approver, Limits, Outcome, Workbench
 from agent.settings.config import PROJECT_CONFIG, Settings, state_dir
 from agent.store.lock import AgentLocks
 from agent.store.recorder import SessionRecorder

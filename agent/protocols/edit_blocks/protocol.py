@@ -13,7 +13,9 @@ from typing import Any
 
 from agent.core.check_output import LINT_MARK, MAX_LOCATIONS, CheckFailure, marked, marks_off
 from agent.core.llm import Completion, ToolCall
-from agent.protocols.base import ActionsMode, ReadAnswer, fence_for, stopped_at_limit
+from agent.core.protocol import ReadAnswer
+from agent.protocols.base import stopped_at_limit
+from agent.protocols.edit_blocks import NAME
 from agent.protocols.edit_blocks.parser import (
     Action,
     ParsedAnswer,
@@ -37,6 +39,7 @@ from agent.protocols.edit_blocks.prompt import (
 )
 from tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 from tools.definition_edit import MAX_DEFINITION_LINES, may_write_definition
+from tools.outline import fence_for
 from tools.search import workspace_files
 from tools.shown import NOT_SHOWN, SHOWN_NOW_WHOLE, check_shown_whole, shown_definitions
 from tools.workspace import OutsideWorkspace, Workspace
@@ -63,7 +66,7 @@ _LINT_LINE = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+)(?::\d+)?: (?P<message
 class BlockActions:
     """Edit blocks, whole files and bash fences written as text; results come back as one user message."""
 
-    mode: ActionsMode = "blocks"
+    mode = NAME
     system_prompt = SYSTEM_PROMPT_BLOCKS
     shows_repository = True  # a small model acts on what it is shown; it rarely asks to read
     # Off by default (the `plan_first` setting, or a profile's): on the small suite three runs with it

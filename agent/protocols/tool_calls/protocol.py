@@ -12,7 +12,9 @@ from typing import Any
 from agent.core.check_output import CheckFailure
 from agent.core.history import assistant_message
 from agent.core.llm import Completion, ToolCall
-from agent.protocols.base import ActionsMode, ReadAnswer, stopped_at_limit
+from agent.core.protocol import ReadAnswer
+from agent.protocols.base import stopped_at_limit
+from agent.protocols.tool_calls import NAME
 from agent.protocols.tool_calls.parser import calls_from_text
 from agent.protocols.tool_calls.prompt import SYSTEM_PROMPT
 from tools.base import ToolContext, ToolRegistry, ToolResult, parameters_of
@@ -24,7 +26,7 @@ MAX_TOOL_CORRECTIONS = 2  # per task: then prose is taken as the answer (mini-sw
 class ToolCallActions:
     """Native tool calls; calls written as text are taken too; code in prose is never run."""
 
-    mode: ActionsMode = "tools"
+    mode = NAME
     system_prompt = SYSTEM_PROMPT
     shows_repository = False  # the model reads what it needs with read_file
     can_plan = False  # native tool calls have no plan step

@@ -1,6 +1,7 @@
-"""The agent for one workspace, built from the settings and a model client: the tools (built-in, then
-MCP's), the permissions and the sandbox, the context window sized from the server, the action protocol,
-and a resumed history's files the model was shown whole. `open_session` (agent/session/live.py) calls it.
+"""The agent for one workspace, assembled from the settings and a model client: the tools (built-in,
+then MCP's), the permissions and the sandbox, the context window sized from the server, the action
+protocol built from its name (agent/protocols/registry.py) and handed to the loop ready-built, and a
+resumed history's files the model was shown whole. `open_session` (agent/session/live.py) calls it.
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ from agent.core.loop import Agent, Approver, Limits
 from agent.core.prompt import system_prompt
 from agent.core.workbench import Workbench
 from agent.events import Event, Notice
-from agent.protocols.base import ActionsMode
-from agent.protocols.registry import make_actions, protocols
+from agent.protocols.registry import make_actions, protocol_names
 from agent.settings.config import Settings
 from tools.approval import EDITS_UNASKED
 from tools.base import Tool, ToolContext, ToolRegistry
@@ -43,11 +43,19 @@ def default_tools(with_git: bool, rewrite_guard: float = 0.5) -> list[Tool]:
     return tools
 
 
+def request_prefix(actions: str, workspace: Path, with_git: bool, rewrite_guard: float) -> tuple[str, list]:
+    """What a session on this action protocol sends before its history, from its name: the system
+    prompt and the tools' schemas as the protocol sends them (a replay rebuilds recorded requests)."""
+    protocol = make_actions(actions, workspace)
+    tools = ToolRegistry(default_tools(with_git, rewrite_guard))
+    return system_prompt(workspace, protocol.system_prompt), protocol.request_tools(tools)
+
+
 def shown_in_history(history: list[dict], workspace: Path) -> list[Path]:
     """Files whose current text the resumed conversation holds whole: written by the model (a
     write_file call, a whole-file block) or shown to it in a task message. A resumed session may
     rewrite those, as the session before it could."""
-    readers = [make_actions(mode, workspace) for mode in sorted(protocols(), reverse=True)]  # tools, blocks
+    readers = [make_actions(name, workspace) for name in protocol_names()]
     texts: dict[str, str] = {}
     for message in history:
         for reader in readers:  # each protocol reads its own messages (the task message's files too)
@@ -72,7 +80,7 @@ async def build_agent(
     tool_choice: str = "auto",
     history: list | None = None,
     extra_tools: list | None = None,
-    actions: ActionsMode = "tools",
+    actions: str = "tools",  # the action protocol's name
     plan_first: bool = False,  # the profile's; the setting, where set, wins
 ) -> Agent:
     if workbench.repo is None:
@@ -122,7 +130,7 @@ async def build_agent(
             edits_unasked=lambda: permissions.mode in EDITS_UNASKED,
         ),
         permissions=permissions,
-        system_prompt=system_prompt(workbench.workspace, protocol.mode),
+        system_prompt=system_prompt(workbench.workspace, protocol.system_prompt),
         emit=emit,
         approve=approve,
         limits=limits or Limits(max_turns=settings.max_turns),
