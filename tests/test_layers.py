@@ -1,9 +1,11 @@
 """The layers of the code, and the test that keeps imports pointing down them, without circles.
 
 Every module under agent/ and tools/ belongs to one layer; a module may import from its own layer and
-those below it, never from one above. Imports count wherever they are written: at the top, inside a
-function (lazy, for `agent --help`'s speed), or under `if TYPE_CHECKING:` (a circle for the type
-checker is still a circle for the reader). docs/architecture.md explains the layers.
+those below it, never from one above, and a front end only from the session layer and the ground (it
+reaches the core and the protocols through the session layer). Imports count wherever they are
+written: at the top, inside a function (lazy, for `agent --help`'s speed), or under `if TYPE_CHECKING:`
+(a circle for the type checker is still a circle for the reader). docs/architecture.md explains the
+layers.
 """
 
 from __future__ import annotations
@@ -27,11 +29,14 @@ LAYERS: dict[str, list[str]] = {
         "agent.store.*",  # transcripts, telemetry, locks, measurements, redaction
     ],
     "core": [
-        "agent.core.*",  # the loop, the model client, the context window, checks, guards, the workbench
-        "agent.protocols.*",  # the action protocols: tool calls, edit blocks
+        "agent.core.*",  # the loop, the model client, the context window, checks, guards, the workbench,
+        # and the interface a protocol implements (agent.core.protocol): the core names no protocol
+    ],
+    "protocols": [
+        "agent.protocols.*",  # the action protocols (tool calls, edit blocks) and the registry of them
     ],
     "session": [
-        "agent.session.*",  # connect, open_session, a task run, the task-file format
+        "agent.session.*",  # connect, assembly (build_agent), open_session, a task run, the task-file format
     ],
     "front": [
         "agent.frontends.*",  # the TUI, headless, ACP, `agent new`, the measuring and plain commands
@@ -168,6 +173,23 @@ def upward_imports(graph: dict[str, set[str]], layers: dict[str, list[str]]) -> 
     return found
 
 
+# What a layer may import besides its own modules, where that is less than every layer below it.
+SKIPS_NOT: dict[str, set[str]] = {"front": {"core", "protocols"}}  # through the session layer
+
+
+def skipped_layers(
+    graph: dict[str, set[str]], layers: dict[str, list[str]], barred: dict[str, set[str]] = SKIPS_NOT
+) -> list[str]:
+    found = []
+    for module, targets in sorted(graph.items()):
+        here = layer_of(module, layers)
+        for target in sorted(targets):
+            there = layer_of(target, layers)
+            if there in barred.get(here or "", set()):
+                found.append(f"{module} ({here}) imports {target} ({there})")
+    return found
+
+
 def unplaced(graph: dict[str, set[str]], layers: dict[str, list[str]]) -> list[str]:
     return sorted(m for m in graph if layer_of(m, layers) is None)
 
@@ -186,6 +208,10 @@ def test_every_module_has_a_layer(graph):
 
 def test_no_module_imports_from_a_higher_layer(graph):
     assert upward_imports(graph, LAYERS) == []
+
+
+def test_front_ends_reach_the_core_and_the_protocols_only_through_the_session_layer(graph):
+    assert skipped_layers(graph, LAYERS) == []
 
 
 def test_no_import_circles(graph):
@@ -211,35 +237,52 @@ def test_the_checker_reports_a_planted_circle_and_an_upward_import(tmp_path):
     assert upward_imports(planted, layers) == ["pkg.low (low) imports pkg.front.view (high)"]
 
 
-# A protocol is a folder (agent/protocols/NAME/): the core reaches protocols only through what they
-# share (agent.protocols.base) and the registry that finds the folders, never a concrete one.
+def test_the_checker_reports_a_core_import_of_a_protocol_and_a_front_end_import_of_the_core():
+    planted = {
+        "agent.core.loop": {"agent.protocols.registry", "agent.core.protocol"},
+        "agent.frontends.headless": {"agent.core.workbench", "agent.session.parts", "agent.errors"},
+        "agent.frontends.acp.pickers": {"agent.protocols.registry"},
+        "agent.session.live": {"agent.core.loop", "agent.protocols.registry"},
+    }
+
+    assert upward_imports(planted, LAYERS) == [
+        "agent.core.loop (core) imports agent.protocols.registry (protocols)"
+    ]
+    assert skipped_layers(planted, LAYERS) == [
+        "agent.frontends.acp.pickers (front) imports agent.protocols.registry (protocols)",
+        "agent.frontends.headless (front) imports agent.core.workbench (core)",
+    ]
+
+
+# A protocol is a folder (agent/protocols/NAME/): outside the folders, only the registry (which finds
+# them) and what they share are imported, never a concrete one; the session layer builds the protocol.
 PROTOCOL_SHARED = {"agent.protocols", "agent.protocols.base", "agent.protocols.registry"}
 
 
-def concrete_protocol_imports(graph: dict[str, set[str]], outside: str = "agent.core.") -> list[str]:
+def concrete_protocol_imports(graph: dict[str, set[str]]) -> list[str]:
     return [
         f"{module} imports {target}"
         for module, targets in sorted(graph.items())
-        if module.startswith(outside)
+        if not module.startswith("agent.protocols.")
         for target in sorted(targets)
         if target.startswith("agent.protocols") and target not in PROTOCOL_SHARED
     ]
 
 
-def test_the_core_never_imports_a_concrete_protocol(graph):
+def test_nothing_outside_the_protocols_imports_a_concrete_one(graph):
     assert concrete_protocol_imports(graph) == []
 
 
 def test_the_protocol_rule_reports_a_planted_import():
-    planted = {"agent.core.loop": {"agent.protocols.edit_blocks.protocol", "agent.protocols.registry"}}
+    planted = {"agent.session.live": {"agent.protocols.edit_blocks.protocol", "agent.protocols.registry"}}
     assert concrete_protocol_imports(planted) == [
-        "agent.core.loop imports agent.protocols.edit_blocks.protocol"
+        "agent.session.live imports agent.protocols.edit_blocks.protocol"
     ]
 
 
 def test_the_registry_finds_every_protocol_folder():
-    from agent.protocols.registry import protocols
+    from agent.protocols.registry import protocol_names, protocols
 
     folders = {p.name for p in (ROOT / "agent" / "protocols").iterdir() if (p / "protocol.py").is_file()}
     assert {cls.__module__.split(".")[2] for cls in protocols().values()} == folders
-    assert set(protocols()) == {"tools", "blocks"}
+    assert list(protocols()) == protocol_names() == ["tools", "blocks"]
