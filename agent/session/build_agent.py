@@ -80,7 +80,7 @@ async def build_agent(
     tool_choice: str = "auto",
     history: list | None = None,
     extra_tools: list | None = None,
-    actions: str = "tools",  # the action protocol's name
+    actions: str | None = None,  # the action protocol's name; None: the registry's default
     plan_first: bool = False,  # the profile's; the setting, where set, wins
 ) -> Agent:
     if workbench.repo is None:
@@ -111,7 +111,7 @@ async def build_agent(
     reserve = int(client.endpoint.sampling.get("max_tokens") or min(4096, n_ctx // 4))
     for path in shown_in_history(history or [], workbench.workspace):
         mark_shown_whole(workbench.tool_state, path)
-    protocol = make_actions(actions, workbench.workspace)
+    protocol = make_actions(actions or protocol_names()[0], workbench.workspace)
     protocol.plan_first = plan_first if settings.plan_first is None else settings.plan_first
     context = ContextWindow(
         n_ctx, reserve, tools_chars=len(json.dumps(protocol.request_tools(tools))),

@@ -136,7 +136,7 @@ async def run_conversation(
     prompts: dict[str, str],
     tool_choice: str,
     max_turns: int,
-    actions: str = "tools",
+    actions: str | None = None,  # an action protocol's name; None: the profile's
 ) -> tuple[str, list[TurnStats], list[RequestCost]]:
     """The prompts as follow-ups in one agent session (real loop, real tools, a scratch workspace).
 
