@@ -1,7 +1,7 @@
 """The workspace a session works in, as the loop and the front ends see it: its git repository, the
 checkpoint taken before each change, what the current task changed since its first checkpoint, and the
-auto-commit of that. The task message (task_message.py) and the agent's assembly (build_agent.py) are
-their own modules; the session's MCP servers are the session layer's (agent/session/mcp_servers.py).
+auto-commit of that. The task message (task_message.py) is its own module, the agent's assembly the
+session layer's (agent/session/build_agent.py); the session's MCP servers are the session layer's (agent/session/mcp_servers.py).
 """
 
 from __future__ import annotations
