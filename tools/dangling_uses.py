@@ -1,6 +1,6 @@
 """The uses an edit left behind when it took a top-level Python name away: a rename made in one file of
 six. Asked to rename `want_bytes` to `to_bytes` in itsdangerous, the 1.5B renamed the definition and
-said it was done, three runs out of three (real-itsdangerous-rename-want-bytes, 2026-12-05: +2 -2);
+said it was done, three runs out of three (real-itsdangerous-rename-want-bytes: +2 -2);
 the 24 other uses failed the check with an ImportError far from its edit. An editor's rename finds
 every use. Here the edit's result lists them, line by line, and when the edit replaced one name by
 another, gives the one command that renames the rest: 27 SEARCH/REPLACE blocks are beyond a small

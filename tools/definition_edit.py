@@ -4,7 +4,7 @@ A file too long for the context is shown to the model as its outline and the def
 about (agent/core/repomap.py), and may not be written whole: the model has not read the rest. SEARCH
 lines copied exactly are what the 1.5B fails at, though; asked to fix attrs' `_NumberValidator`, all
 four attempts wrote `src/attr/validators.py` as a whole file, three times each, and each was refused
-(real-attrs-fix-number-validators, 2026-12-06). What a small model writes well is a whole function.
+(real-attrs-fix-number-validators). What a small model writes well is a whole function.
 So a block whose content is nothing but top-level functions and classes, each one the model was shown
 whole in this session (or a new one), replaces those definitions where they stand, or adds the new
 ones at the end, and leaves every other line of the file as it was.

@@ -306,7 +306,7 @@ def rewrite_risk(
     """Why rewriting `old` as `new` deletes more than a task should, or None. The share of lines counts
     from `min_lines` deleted; a definition (or a Markdown section) the task does not name counts in a
     file of any size: the 1.5B, asked to add a section to an 11-line README, wrote the section alone
-    (readme-usage, 2026-12-06)."""
+    (readme-usage)."""
     old_lines, new_lines = old.splitlines(), new.splitlines()
     if len(old_lines) >= min_lines:
         matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
@@ -331,7 +331,7 @@ def rewrite_risk(
 
 def _named(name: str, task: str) -> bool:
     """Whether the task names `name`, or a name it is built on: renaming `calc_total` renames
-    `test_calc_total_applies_the_discount` too (rename-function, 2026-12-06: refused as a deletion)."""
+    `test_calc_total_applies_the_discount` too (rename-function: refused as a deletion)."""
     if re.search(rf"(?<!\w){re.escape(name)}(?!\w)", task):
         return True
     return any(len(word) >= 4 and word in name for word in _identifiers(task))

@@ -154,7 +154,7 @@ def _self_imports(path: str, tree: ast.Module) -> list[LintProblem]:
     """`from .encoding import x` in encoding.py: an ImportError when the module loads ("partially
     initialized module ... circular import"). Asked to rename a function, the 1.5B replaced its
     definition by an import of the new name from the file itself, and sent it back each round (a rename
-    on the real coder, 2026-12-06)."""
+    on the real coder)."""
     parts = PurePosixPath(path).with_suffix("").parts
     if not parts or parts[-1] == "__init__":
         return []
@@ -177,8 +177,7 @@ def _self_imports(path: str, tree: ast.Module) -> list[LintProblem]:
 
 # A list, dict or set as a dataclass field's default raises ValueError when the module is imported, far
 # from its line: the traceback points into dataclasses.py and at the `@dataclass` line. The 1.5B read it
-# right ("use a default_factory") and wrote `tags: list[str] = []` back each round (dataclass-field,
-# 2026-12-05/06).
+# right ("use a default_factory") and wrote `tags: list[str] = []` back each round (dataclass-field).
 _MUTABLE = {
     ast.List: "list",
     ast.ListComp: "list",

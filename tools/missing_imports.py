@@ -2,7 +2,7 @@
 
 Small models write `csv.DictReader` without `import csv`, and a test that calls `fizzbuzz(3)` without
 importing it from fizzbuzz.py. Told "undefined name 'fizzbuzz'" with the line marked, the 1.5B sent
-the same file back until the task ended (15 such reports in 3 sessions of the 2026-12-05/06 suite
+the same file back until the task ended (15 such reports in 3 sessions of the small suite
 runs; pytest, csv, json, dataclass and a class of the project's own besides). The lint after each edit
 (tools/edit_lint.py) asks here before it reports an undefined name. A name is imported only when
 there is one answer:

@@ -1,7 +1,7 @@
 """A failed check's output made readable for a small model: the same traceback printed three times is
 said once, and the lines of the project that the output points at are shown, numbered, where they are.
 
-On the 2026-12-05 suite run the 1.5B re-sent its files unchanged after 11 of 12 failed checks: it was
+On one run of the small suite the 1.5B re-sent its files unchanged after 11 of 12 failed checks: it was
 shown whole files and asked for whole files. The tracebacks mostly named one line
 (`intervals.py:27: TypeError`); pointing at that line and asking for a SEARCH/REPLACE there is what
 this module makes possible.
@@ -191,7 +191,7 @@ def _in_workspace(path: str, line: int, root: Path) -> Location | None:
 # The task's own words for what failed. The 1.5B, told `AssertionError: python3 fizzbuzz.py printed ''`,
 # sent fizzbuzz.py back without its `__main__` block four rounds running; the task's sentence "Running
 # `python3 fizzbuzz.py` prints ..." was 20 turns behind it (fizzbuzz, csv-totals' "rounded to 2
-# decimals", 2026-12-06). Sentences are matched to the error by the words they share, compared by
+# decimals"). Sentences are matched to the error by the words they share, compared by
 # their first five letters (`printed` and `prints`), a word the rarer in the task the more telling.
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _COMMON = frozenset(

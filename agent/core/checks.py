@@ -137,7 +137,7 @@ def feedback(result: CheckResult, workdir: Path, task: str = "") -> CheckFailure
 
 # pytest's exit 5 prints only "no tests ran": there is no line to point at and no code at fault. The
 # 1.5B, told to find the cause in the code, wrote linked_list.py back unchanged until the repeat guard
-# ended the task; the test file the task asked for was never written (linked-list, 2026-12-05).
+# ended the task; the test file the task asked for was never written (linked-list).
 NO_TESTS = (
     "pytest found no tests to run: it runs the functions named `test_...` of the files named "
     "`test_*.py` or `*_test.py`. Write the tests the task asks for in such a file. "
@@ -149,7 +149,7 @@ def _found_no_tests(result: CheckResult) -> bool:
 
 
 # After a failed check, an answer that changed nothing is not "done": the check would fail the same way
-# (27 of 41 checks of the 2026-12-05 suite run re-ran on unchanged files).
+# (27 of 41 checks of one suite run re-ran on unchanged files).
 NOTHING_CHANGED = (
     "You changed nothing since the check failed, so it would fail the same way. The task is not done. "
 )

@@ -7,7 +7,7 @@
 - Warmer, it words the same answer a little differently each time: three answers in a row of which
   nothing could be applied (each refused: a file sent back unchanged, the instructions' example)
   end the task too. A fresh start sampled at 0.7 sent report.py back as it was nine times in a row,
-  each a few tokens apart, for 100 of the task's 300 s (csv-totals, run L, 2026-12-06).
+  each a few tokens apart, for 100 of the task's 300 s (csv-totals).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tools.base import ToolResult
 REPEAT_LIMIT = 3
 RETRY_TEMPERATURE = 0.7
 # llama-server's default min_p (0.05) keeps only the top token where the model is sure of itself, so
-# warmer alone changed nothing: the 1.5B gave the same 60-token answer three times at 0.7 (2026-12-05).
+# warmer alone changed nothing: the 1.5B gave the same 60-token answer three times at 0.7.
 WARMER = {"temperature": RETRY_TEMPERATURE, "min_p": 0.0}
 
 
@@ -62,7 +62,7 @@ class RepeatGuard:
                 "repeated", f"the model gave the same answer {REPEAT_LIMIT} times; stopping this task"
             )
         # Two refused answers in turn, A B A A B B A...: no answer three times in a row, and no call
-        # failing three times in a row either; an attempt of run T spent 13 turns and 440 s so.
+        # failing three times in a row either; an attempt at a real-repository task spent 13 turns and 440 s so.
         if self.repeats >= REPEAT_LIMIT:
             raise StopTask(
                 "repeated",

@@ -189,7 +189,7 @@ def repeating_tail(
 
 
 # A count that runs on: one unit repeated with its numbers changed (`store.set("user:139", ...)`, or
-# `another_file70.py` written 70 times: the 1.5B until its tokens ran out, kv-report 2026-12-05/06).
+# `another_file70.py` written 70 times: the 1.5B until its tokens ran out, kv-report).
 # Read with each number as 0, over a longer span than a plain loop: a table of numbers is real work more
 # often than a repeated line is. Only short units: two long functions that differ in a number are code.
 COUNT_SPAN = 1600

@@ -39,7 +39,7 @@ BASE_CMAKE_ARGS = (
     "-DLLAMA_BUILD_EXAMPLES=OFF",
     "-DLLAMA_CURL=OFF",
     # The build is -march=native. On Intel Xeons whose VM does not really give AMX (CPUID says yes;
-    # seen on the CI kind, 2026-12-03) the CPU backend's AMX kernels crash the server at its first
+    # seen on the CI kind) the CPU backend's AMX kernels crash the server at its first
     # matrix product (SIGSEGV in ggml_backend_amx_mul_mat), for every model. GCC and Clang let an
     # explicit -mno-* win over -march=native whatever the order; AVX2/AVX-512 stay on.
     "-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16",

@@ -37,9 +37,9 @@ CUDA_BIN_DIRS: tuple[Path, ...] = (Path("/usr/local/cuda/bin"),)
 CUDA_CMAKE_ARGS = ("-DGGML_CUDA=ON", "-DGGML_CUDA_FA=ON", "-DGGML_CUDA_FA_ALL_QUANTS=ON")
 
 # Build times, so the user knows what to expect before a build starts: wall time x cores, measured.
-# CPU: 448 s on the 2-core CI kind (2026-12-04), 15 core-minutes. CUDA for one architecture with
-# every flash-attention quant: 305-381 s on the 16-core H200 machine (2026-12-04 and -05,
-# docs/benchmarks.md "On an NVIDIA H200"), about 100 core-minutes at most; the CUDA kernels dominate
+# CPU: 448 s on the 2-core CI kind, 15 core-minutes. CUDA for one architecture with every
+# flash-attention quant: 305-381 s on the 16-core H200 machine (docs/benchmarks.md, "The CUDA
+# build"), about 100 core-minutes at most; the CUDA kernels dominate
 # and spread over the cores.
 CPU_BUILD_CORE_MINUTES = 15
 CUDA_BUILD_CORE_MINUTES = 100

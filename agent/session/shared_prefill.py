@@ -4,7 +4,7 @@ Attempts at one task send the same system prompt, repository and task first (the
 with each worktree's own path, comes after the files: agent/core/prompt.py). Sent at once, each
 slot would process those same few thousand tokens itself: on 2 CPU cores four real-task prompts of
 4,200-5,700 tokens prefilled at 70-80 tokens/s in all, and an attempt's first answer came a median
-of 369 s into a 480 s task (run S); with one prefill shared, 152 s (run T, docs/benchmarks.md).
+of 369 s into a 480 s task; with one prefill shared, 152 s (docs/benchmarks.md, real-repository tasks).
 So the first attempt to ask has its
 prompt processed into slot 0 alone (one token generated), llama-server saves that slot to its
 `--slot-save-path` folder and restores it into the other slots, and only then do the attempts'

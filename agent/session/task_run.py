@@ -227,7 +227,7 @@ async def work_with_fresh_starts(
     attempt of several this is (agent/session/attempts.py), so that its fresh starts sample apart.
 
     One session is one line of thought, and once a small model is wrong in it, it stays wrong: in the
-    one-attempt run K of the small suite, 9 of 11 failures ended on the same answer given three times,
+    one one-attempt run of the small suite, 9 of 11 failures ended on the same answer given three times,
     in 26 to 206 s of their 300. A fresh start clears the conversation (recorded like /clear, so a
     resume starts there too), puts the stuck line's work aside on a branch and the files back as they
     were before the task (in git; elsewhere they stay as they are), gives the task again with the line

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 # The first warmer line's temperature over the task's, and each further one's step: the 1.5B copying a
-# file it was shown gave the same tokens at 0.7 three times in a row (2026-12-05), so the spread is wide.
+# file it was shown gave the same tokens at 0.7 three times in a row, so the spread is wide.
 WARMER_BY = 0.5
 WARMER_STEP = 0.2
 WARMEST = 1.0

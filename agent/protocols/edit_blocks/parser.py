@@ -290,7 +290,7 @@ class _Reader:
         elif only_path := _only_a_path(body):
             # ```python / path/to/hello.py / ```: the path put inside the fence, and nothing else. Told
             # "put the path on the line before the fence", the 1.5B gave the same answer until the
-            # repeat guard ended the task (hello, suite run F, 2026-12-06).
+            # repeat guard ended the task (hello).
             self.problems.append(
                 f"the ```{tag} block holds only a path, {only_path}, and no content: write {only_path} "
                 "alone on a line, then a fenced block holding the file's complete content."

@@ -202,7 +202,7 @@ class BlockActions:
         if not self.planning:  # in a plan, code without a path is a sketch
             parsed = self._adopt_pathless(parsed)
         # The instructions' example, copied with its path (`def example(): return 43`, written as a
-        # new example.py beside the real change in implement-docstring, 2026-12-05): no work of the
+        # new example.py beside the real change in implement-docstring): no work of the
         # task. Said, and not applied.
         copied = [a for a in parsed.actions if a.path == EXAMPLE_PATH and not self._read("example.py")]
         if copied:
@@ -212,7 +212,7 @@ class BlockActions:
             )
             if parsed.actions[0] in copied:
                 # An answer that opens with the example goes on in its likeness: another_file.py,
-                # a_third_file.py... each a new `path/to/` file (kv-report, 2026-12-06). Not written.
+                # a_third_file.py... each a new `path/to/` file (kv-report). Not written.
                 invented = [a for a in parsed.actions if a not in copied and self._invented(a)]
                 if invented:
                     copied += invented
@@ -237,7 +237,7 @@ class BlockActions:
             # The plan asked for: its code (a line quoted, a fix sketched, the file copied as it is)
             # is no block to apply, and its commands are what it means to run once the change is
             # made: run before it, a test's output came last and the 1.5B wrote its fix into the
-            # data file that output named (cli-flag, 2026-12-05). A fence labelled `# pricing.py`
+            # data file that output named (cli-flag). A fence labelled `# pricing.py`
             # inside is a sketch too: taken as a write, the sketch of one function replaced the
             # whole file (rename-function). A plan cut at PLAN_TOKENS is a plan. An answer that
             # writes a file under a path line at once, or tries to in a whole answer (a block
@@ -273,8 +273,8 @@ class BlockActions:
         """What asks for the blocks once the plan is given, naming the files to write: the source files
         the plan names (else those changed, else those the task names). Told only the format after its
         plan, the 1.5B wrote the format's example, `path/to/example.py`, four times in one task
-        (csv-totals, run L, 2026-12-06): the path it is shown is the path it writes. Data files are
-        not named: told to write the sales.csv its task reads, it wrote it back (run M)."""
+        (csv-totals): the path it is shown is the path it writes. Data files are
+        not named: told to write the sales.csv its task reads, it wrote it back."""
         files = (
             self._sources_named(plan)
             or [rel for rel in self.changed if PurePosixPath(rel).suffix in SOURCE_SUFFIXES]
@@ -288,7 +288,7 @@ class BlockActions:
         """Whether, the change made and not yet judged, the answer is a plan again, sketches and all.
         The 1.5B gives its plan again nearly word for word once it has written the change; refused for
         its pathless sketches, it gave the same answer until the repeat guard ended the task, and no
-        check round came (cli-flag and dataclass-field in run E, 2026-12-05). It is telling what it
+        check round came (cli-flag and dataclass-field). It is telling what it
         did: the check judges the change. Commands with prose and no sketch are run as ever."""
         settled = self.changed and not (self.check_failed or self.tool_failed)
         return bool(self.plan_first and settled and parsed.problems and _is_plan(parsed, actions, completion))
@@ -297,7 +297,7 @@ class BlockActions:
         """The answer's one block of code without a path, when it holds every definition of exactly
         one Python file (of those this session changed, else of the project): that file, written
         whole, as Aider takes the only file in the chat. The 1.5B wrote its right fix of report.py
-        three times without the path line (csv-totals, 2026-12-05). A snippet (some definitions of
+        three times without the path line (csv-totals). A snippet (some definitions of
         a file) is not adopted, and the write meets the same rules as any other (a rewrite that
         deletes most of a file asks)."""
         if len(parsed.pathless) != 1 or not (written := set(DEFINITION.findall(parsed.pathless[0]))):
@@ -380,7 +380,7 @@ class BlockActions:
             # src/attrs/validators.py: a path that ends an existing one is that file; else a bare name
             # that exactly one file has. The task first: asked to fix src/attr/validators.py, the 1.5B
             # wrote `path/to/attrs/validators.py` (the package's name), and src/attrs/validators.py,
-            # the 3-line module that re-exports it, got its class (run T).
+            # the 3-line module that re-exports it, got its class.
             files = self._files()
             by_tail = [p for p in files if p.endswith("/" + path)]
             name = PurePosixPath(path).name
