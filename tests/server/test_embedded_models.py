@@ -22,6 +22,7 @@ from agent.server.embedded_model import (
     EmbeddedModel,
     embedded_model_installed,
     embedded_model_path,
+    embedded_model_ready,
     embedded_model_status,
 )
 from agent.server.launch_plan import MachinePaths, plan_launch
@@ -242,3 +243,26 @@ def test_the_real_coder_0_5b_assembles_to_its_pinned_sha(tmp_path):
     with path.open("rb") as f:
         assert hashlib.file_digest(f, "sha256").hexdigest() == model.sha256
     assert embedded_model_status(tmp_path, "coder-0.5b") == "assembled and verified"
+
+
+def test_a_model_assembled_and_verified_is_ready_after_its_chunk_packages_are_gone(
+    fake, site, tmp_path, monkeypatch
+):
+    """`agent doctor` and the profile listing called such a profile missing (seen on the GPU machine,
+    where the model is placed assembled and the chunk packages never travel)."""
+    from agent.server import profile_status
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("AGENT_CACHE_DIR", str(cache))
+    embedded_model_path(cache, "fake")
+    for n in range(1, PARTS + 1):
+        chunk(site, n).unlink()
+    importlib.invalidate_caches()
+    assert not embedded_model_installed("fake")
+    assert embedded_model_ready(cache, "fake")
+    assert embedded_model_status(cache, "fake") == "assembled and verified"
+    assert not profile_status(ServerProfile(name="p", model="embedded:fake"), Settings()).startswith(
+        "missing"
+    )
+    (cache / "models" / "fake-coder.gguf").write_bytes(b"changed")  # no longer the verified copy
+    assert not embedded_model_ready(cache, "fake")

@@ -17,7 +17,7 @@ from agent.frontends import console
 from agent.server import profile_status, select_build
 from agent.server.build import build_info
 from agent.server.dialect import read_capabilities
-from agent.server.embedded_model import EMBEDDED_MODELS, embedded_model_installed, embedded_model_status
+from agent.server.embedded_model import EMBEDDED_MODELS, embedded_model_ready, embedded_model_status
 from agent.server.gpu import announce, list_devices
 from agent.server.lifecycle import port_is_free
 from agent.server.profiles import load_profiles
@@ -149,7 +149,7 @@ def cmd_doctor(args: Namespace, settings: Settings) -> int:
     console.out.print("\n[bold]models[/]")
     for model in EMBEDDED_MODELS.values():
         status = embedded_model_status(cache_dir(), model.key)
-        mark = OK if embedded_model_installed(model.key) else WARN
+        mark = OK if embedded_model_ready(cache_dir(), model.key) else WARN
         _line(mark, f"embedded {model.key} model: {model.file_name}", status)
     models_dir = settings.resolved_models_dir()
     _line(OK if models_dir.is_dir() else WARN, f"models dir: {models_dir}", "AGENT_MODELS_DIR or models_dir")
