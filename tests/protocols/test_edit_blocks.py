@@ -113,6 +113,12 @@ def test_in_other_files_a_fence_line_with_a_language_is_content_and_a_bare_fence
     assert parse(text).actions[0].content == f"DOC = '''\n{F}bash\n"
 
 
+def test_an_indented_fence_with_a_language_in_code_is_a_docstrings_example_not_the_end():
+    """humanize's apnumber has "```pycon" ... "```" in its docstring; the block ended there."""
+    code = f'def apnumber(value):\n    """Examples:\n      {F}pycon\n      >>> apnumber(0)\n      {F}\n    """\n    return 1\n'
+    assert only_action(f"humanize/number.py\n{F}python\n{code}{F}\n").content == code
+
+
 # ---------------------------------------------------------------------------------------------- cut off
 
 

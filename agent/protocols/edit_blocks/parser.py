@@ -317,7 +317,9 @@ class _Reader:
                     nested.clear()
             elif _closes(line, fence.char, fence.length):
                 return self.lines[start:i], i
-            elif markdown and (inner := _opening_fence(line)) and inner.info:
+            elif (inner := _opening_fence(line)) and inner.info and (markdown or inner.indent > fence.indent):
+                # Markdown holds fences; so does code, indented, in a docstring's example (humanize's
+                # apnumber: "```pycon" ... "```" inside it cut the 1.5B's block in two).
                 nested.append(inner)
         return self.lines[start:], len(self.lines)
 
