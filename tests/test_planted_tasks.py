@@ -28,6 +28,7 @@ from agent.cli import main
 from agent.frontends.measure.suite import discover, prepare_workdir, read_source
 from agent.session.taskfile import load_task
 from tests.scripted_server import ScriptedServer
+from tests.test_real_tasks import proves_its_solution
 from tests.test_suite_tasks import TRIVIAL_TESTS, check, git, python3_with_pytest  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,15 +117,7 @@ def test_a_planted_bug_names_its_function_by_its_dotted_name(name):
 @pytest.mark.usefixtures("python3_with_pytest")  # checks say python3: this interpreter, with pytest
 @pytest.mark.parametrize("name", sorted(PLANTED))
 def test_the_check_fails_on_the_starting_files_and_passes_with_the_solution(name, tmp_path):
-    task = PLANTED[name]
-    workdir = prepare_workdir(task, tmp_path)
-    before = check(task, workdir)
-    assert before.exit_code not in (0, None), f"the check passes before any work:\n{before.output}"
-    git(workdir, "apply", str(task / "solution.patch"))
-    after = check(task, workdir)
-    assert after.passed, f"the check fails with the reference solution:\n{after.output}"
-    status = git(workdir, "status", "--porcelain", "--untracked-files=all").splitlines()
-    assert not [line for line in status if line.startswith("??")], "the check leaves no files behind"
+    proves_its_solution(PLANTED[name], tmp_path)
 
 
 @pytest.mark.slow

@@ -33,6 +33,19 @@ from agent.frontends.measure.suite import (
 from tests.scripted_server import ScriptedServer
 from tests.test_suite_tasks import TASKS, TASKS_DIR, TRIVIAL_TESTS, check, git, python3_with_pytest  # noqa: F401
 
+
+def proves_its_solution(task: Path, tmp_path: Path) -> None:
+    """The task's check fails on its starting files, passes with solution.patch, and leaves no files."""
+    workdir = prepare_workdir(task, tmp_path)
+    before = check(task, workdir)
+    assert before.exit_code not in (0, None), f"the check passes before any work:\n{before.output}"
+    git(workdir, "apply", str(task / "solution.patch"))
+    after = check(task, workdir)
+    assert after.passed, f"the check fails with the reference solution:\n{after.output}"
+    status = git(workdir, "status", "--porcelain", "--untracked-files=all").splitlines()
+    assert not [line for line in status if line.startswith("??")], "the check leaves no files behind"
+
+
 REAL_TASKS = {name: task for name, task in TASKS.items() if (task / "source.toml").exists()}
 
 # What each task is about: the file its text names, and the function (Class.method for a method) that
@@ -134,15 +147,7 @@ def truncated(source: str, qualname: str) -> str:
 @pytest.mark.usefixtures("python3_with_pytest")  # checks say python3: this interpreter, with pytest
 @pytest.mark.parametrize("name", sorted(REAL_TASKS))
 def test_the_check_fails_on_the_starting_files_and_passes_with_the_solution(name, tmp_path):
-    task = REAL_TASKS[name]
-    workdir = prepare_workdir(task, tmp_path)
-    before = check(task, workdir)
-    assert before.exit_code not in (0, None), f"the check passes before any work:\n{before.output}"
-    git(workdir, "apply", str(task / "solution.patch"))
-    after = check(task, workdir)
-    assert after.passed, f"the check fails with the reference solution:\n{after.output}"
-    status = git(workdir, "status", "--porcelain", "--untracked-files=all").splitlines()
-    assert not [line for line in status if line.startswith("??")], "the check leaves no files behind"
+    proves_its_solution(REAL_TASKS[name], tmp_path)
 
 
 @pytest.mark.slow
