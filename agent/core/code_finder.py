@@ -8,8 +8,10 @@ request the task is matched against every definition of the project:
   definition, its class and its module;
 - identifiers (backticked, snake_case, camelCase, called) match definition names, weighted down when
   many definitions share the name (`get`, `__init__`);
+- a traceback pasted into the task points at the definition holding each frame's line;
 - string literals and plain words are scored against each definition's name, docstring and body with
-  BM25 (split identifiers, light stemming), so "evict" finds `popitem` whose docstring says "evict".
+  BM25 (split identifiers, light stemming, and at half weight what code calls what users say: "evicts"
+  finds `pop` and `discard` too). Tests and docs/ weigh less: the change is seldom there.
 
 Each result says why it was chosen, in words a user can follow; the repository view shows the best
 whole (agent/core/repomap.py).
