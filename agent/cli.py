@@ -30,6 +30,7 @@ HANDLERS = {
     ("new",): "agent.frontends.scaffold.command:cmd_new",
     ("acp",): "agent.frontends.acp.wire:cmd_acp",
     ("sessions",): "agent.frontends.commands.sessions:cmd_sessions",
+    ("proxy",): "agent.frontends.proxy.command:cmd_proxy",
     ("undo",): "agent.frontends.commands.undo:cmd_undo",
     ("trust",): "agent.frontends.commands.trust:cmd_trust",
     ("mcp", "list"): "agent.frontends.commands.mcp:cmd_list",
@@ -93,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     _task_commands(commands)
     _mcp_commands(commands)
     _other_commands(commands)
+    _proxy_commands(commands)
     return parser
 
 
@@ -410,6 +412,21 @@ def _other_commands(commands: argparse._SubParsersAction) -> None:
     stats.add_argument("--last", action="store_true", help="the newest session (the default)")
     stats.add_argument("--all", action="store_true", help="every recorded session, side by side")
     stats.add_argument("--json", action="store_true")
+
+
+def _proxy_commands(commands: argparse._SubParsersAction) -> None:
+    """Other agents on the managed server: the recording proxy."""
+    proxy = commands.add_parser(
+        "proxy",
+        help="serve the profile's server through a recording proxy, for any other agent or client",
+        description="Starts the profile's server (or attaches with --base-url) and serves its API on a local "
+        "port: OpenAI chat completions and responses, Anthropic messages, and every other path, passed "
+        "through byte for byte. Each request is recorded as a turn (`agent sessions`, `agent stats`).",
+    )
+    proxy.add_argument("-p", "--profile", help="server profile (default: settings)")
+    proxy.add_argument("--base-url", help="attach to this running server instead (also AGENT_BASE_URL)")
+    proxy.add_argument("--port", type=int, default=8788, help="the proxy's port on 127.0.0.1 (default 8788)")
+    proxy.add_argument("--server-port", type=int, help="the server's own port (default: the profile's)")
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ Each chat request takes the next reply from a script. A reply is a dict:
     {"timings": {...}}                                    replace or extend the computed timings
     {"counters": {"draft_tokens": 40, "accepted": 30}}    drafting seen only on /metrics (like vLLM)
     {"delay": 0.5, "chunk_delay": 0.01}                   slow replies
+    {"created": 1700000000}                               a fixed `created`, for byte-for-byte comparisons
     {"chunks_per_s": 2000}                                chunks on a fixed schedule (a late one is sent
                                                           at once), so the rate holds where sleeps drift
 
@@ -175,7 +176,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _post(self) -> None:
         length = int(self.headers.get("Content-Length", "0"))
-        body = json.loads(self.rfile.read(length) or b"{}")
+        try:
+            body = json.loads(self.rfile.read(length) or b"{}")
+        except ValueError as exc:  # llama-server's answer to a body that is not JSON
+            self._json(
+                400,
+                {"error": {"code": 400, "message": f"parse error: {exc}", "type": "invalid_request_error"}},
+            )
+            return
         if not self.path.endswith("/chat/completions"):
             self._json(404, {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}})
             return
@@ -267,7 +275,7 @@ class _Handler(BaseHTTPRequestHandler):
             {
                 "id": "chatcmpl-scripted",
                 "object": "chat.completion",
-                "created": int(time.time()),
+                "created": reply.get("created", int(time.time())),
                 "model": "scripted-model",
                 "choices": [
                     {"index": 0, "message": message, "finish_reason": self._finish_reason(reply, calls)}
@@ -284,7 +292,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
-        created = int(time.time())
+        created = reply.get("created", int(time.time()))
         sent = 0
         period = 1 / reply["chunks_per_s"] if reply.get("chunks_per_s") else 0.0
         began = time.perf_counter()

@@ -122,6 +122,33 @@ class TurnStats:
     def output_tokens(self) -> int | None:
         return self.predicted_n if self.predicted_n is not None else self.completion_tokens
 
+    def add_client_speed(self, started: float, first: float | None, last: float | None) -> None:
+        """Generation as the client lived it (monotonic times of the request, its first and last token):
+        from the end of the server's prefill to the last token received, the same span as the server's
+        predicted_ms plus transport. Counting from the first visible token would flatter the client:
+        the server holds back tokens that might open a tool call or a reasoning block."""
+        n_out = self.output_tokens
+        if not last or not n_out:
+            return
+        if self.prompt_ms is not None and last - started > self.prompt_ms / 1000:
+            self.client_tokens_per_second = n_out / (last - started - self.prompt_ms / 1000)
+        elif first and n_out > 1 and last > first:
+            self.client_tokens_per_second = (n_out - 1) / (last - first)
+
+    def add_counter_deltas(self, before: dict[str, float] | None, after: dict[str, float] | None) -> None:
+        """The draft figures that only /metrics has, from its counters read before and after the request
+        (parse_server_counters); the draft counts themselves only when `timings` had none."""
+        if before is None or after is None:
+            return
+        drafted = after.get("drafted", 0) - before.get("drafted", 0)
+        if drafted > 0 and self.draft_n is None:
+            self.metrics_draft_n = int(drafted)
+            self.metrics_draft_accepted = int(after.get("accepted", 0) - before.get("accepted", 0))
+        drafts = after.get("drafts", 0) - before.get("drafts", 0)
+        if drafts > 0:
+            self.metrics_drafts = int(drafts)
+            self.accepted_per_position = accepted_per_position(before, after)
+
     def summary(self) -> str:
         """One line: '412 tok · 141 tok/s gen · 2.1k tok/s prefill · draft 83% · cache 96%', and after the
         cache figure why it broke, when it did: 'cache 4% (3,912 tokens lost: the agent changed ...)'."""
@@ -225,6 +252,15 @@ def parse_server_counters(text: str) -> dict[str, float]:
                 key = f"{POSITION_KEY}{int(position)}"
                 values[key] = values.get(key, 0.0) + sample.value
     return values
+
+
+def tokens_between(after_last: dict[str, float] | None, before_this: dict[str, float] | None) -> int:
+    """Tokens the server processed for others between one client's last request and its next, from the
+    counters read after the one and before the other (0: unknown)."""
+    if not after_last or not before_this:
+        return 0
+    keys = ("prompt_tokens", "predicted_tokens")
+    return int(sum(before_this.get(k, 0.0) - after_last.get(k, 0.0) for k in keys))
 
 
 def accepted_per_position(before: dict[str, float], after: dict[str, float]) -> list[int] | None:
