@@ -31,6 +31,8 @@ HANDLERS = {
     ("acp",): "agent.frontends.acp.wire:cmd_acp",
     ("sessions",): "agent.frontends.commands.sessions:cmd_sessions",
     ("proxy",): "agent.frontends.proxy.command:cmd_proxy",
+    ("watch",): "agent.frontends.proxy.watch:cmd_watch",
+    ("launch",): "agent.frontends.proxy.launch:cmd_launch",
     ("undo",): "agent.frontends.commands.undo:cmd_undo",
     ("trust",): "agent.frontends.commands.trust:cmd_trust",
     ("mcp", "list"): "agent.frontends.commands.mcp:cmd_list",
@@ -414,8 +416,19 @@ def _other_commands(commands: argparse._SubParsersAction) -> None:
     stats.add_argument("--json", action="store_true")
 
 
+def proxied_server_options(parser: argparse.ArgumentParser, default_port: int | None) -> None:
+    """Which server the proxy fronts and where it listens: `agent proxy`'s and `agent launch`'s options."""
+    parser.add_argument("-p", "--profile", help="server profile (default: settings)")
+    parser.add_argument("--base-url", help="attach to this running server instead (also AGENT_BASE_URL)")
+    where = f"default {default_port}" if default_port else "default: a free one"
+    parser.add_argument(
+        "--port", type=int, default=default_port, help=f"the proxy's port on 127.0.0.1 ({where})"
+    )
+    parser.add_argument("--server-port", type=int, help="the server's own port (default: the profile's)")
+
+
 def _proxy_commands(commands: argparse._SubParsersAction) -> None:
-    """Other agents on the managed server: the recording proxy."""
+    """Other agents on the managed server: the recording proxy, the live view, the launcher."""
     proxy = commands.add_parser(
         "proxy",
         help="serve the profile's server through a recording proxy, for any other agent or client",
@@ -423,10 +436,28 @@ def _proxy_commands(commands: argparse._SubParsersAction) -> None:
         "port: OpenAI chat completions and responses, Anthropic messages, and every other path, passed "
         "through byte for byte. Each request is recorded as a turn (`agent sessions`, `agent stats`).",
     )
-    proxy.add_argument("-p", "--profile", help="server profile (default: settings)")
-    proxy.add_argument("--base-url", help="attach to this running server instead (also AGENT_BASE_URL)")
-    proxy.add_argument("--port", type=int, default=8788, help="the proxy's port on 127.0.0.1 (default 8788)")
-    proxy.add_argument("--server-port", type=int, help="the server's own port (default: the profile's)")
+    proxied_server_options(proxy, 8788)
+    launch = commands.add_parser(
+        "launch",
+        help="run another agent (aider, opencode, claude, codex, goose) on the profile's server, recorded",
+        description="Starts the profile's server and the recording proxy, points the agent at it through its "
+        "own settings (never your files), runs it, and prints the session's figures when it exits. "
+        "`agent launch -- COMMAND ...` runs any program with OPENAI_BASE_URL and ANTHROPIC_BASE_URL set.",
+        usage="agent launch AGENT [-p PROFILE] [--base-url URL] [--port N] [-- AGENT'S ARGS]\n"
+        "       agent launch [-p PROFILE] -- COMMAND [ARGS]",
+    )
+    launch.add_argument("agent", nargs="?", metavar="AGENT", help="aider, opencode, claude, codex or goose")
+    # Everything after AGENT: our options up to `--`, the agent's after it (agent/frontends/proxy/launch.py).
+    launch.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    proxied_server_options(launch, None)
+    watch = commands.add_parser(
+        "watch", help="the turns going through `agent proxy`, live: speed, draft acceptance, cache reuse"
+    )
+    watch.add_argument(
+        "--minutes", type=float, default=60, help="also sessions active this recently (default 60)"
+    )
+    watch.add_argument("--all", action="store_true", help="every proxied session ever recorded")
+    watch.add_argument("--once", action="store_true", help="print what is recorded and exit")
 
 
 def _run(args: argparse.Namespace) -> int:

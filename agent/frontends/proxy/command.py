@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import socket
 from argparse import Namespace
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -41,6 +42,13 @@ class Proxied:
     @property
     def openai_base_url(self) -> str:
         return self.url + "/v1"
+
+
+def free_port() -> int:
+    """A port no one listens on now, for a proxy that nobody needs to find by number."""
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
 
 
 def turn_line(conversation: Conversation, turn: int, stats: TurnStats | None, error: str) -> str:
@@ -91,7 +99,7 @@ async def serving(connection: Connection, port: int, quiet: bool = False) -> Asy
                 task.result()  # raises what stopped it
                 raise ConfigError(f"the proxy could not listen on {HOST}:{port}")
             await asyncio.sleep(0.02)
-        model = endpoint.model or connection.profile.name
+        model = endpoint.model or await served_model(proxy) or connection.profile.name
         yield Proxied(f"http://{HOST}:{port}", model, sessions, connection)
     finally:
         server.should_exit = True
@@ -99,6 +107,15 @@ async def serving(connection: Connection, port: int, quiet: bool = False) -> Asy
             await task
         await proxy.aclose()
         sessions.close()
+
+
+async def served_model(proxy: RecordingProxy) -> str:
+    """The model the server names first on /v1/models ("" when it will not say)."""
+    try:
+        reply = await proxy.client.get(proxy.upstream.root + "/v1/models", timeout=5.0)
+        return str(reply.json()["data"][0]["id"])
+    except Exception:  # any failure: the caller falls back to the profile's name
+        return ""
 
 
 def print_figures(summaries: list[dict]) -> None:
