@@ -18,6 +18,9 @@ Each chat request takes the next reply from a script. A reply is a dict:
     {"chunks_per_s": 2000}                                chunks on a fixed schedule (a late one is sent
                                                           at once), so the rate holds where sleeps drift
 
+`POST /slots/N?action=save|restore` (llama-server's slot copy) answers as llama-server does and is kept
+in `slot_actions` as (slot, action, filename).
+
 The prompt cache is simulated the way llama-server does it: tokens (here ~4 characters) shared with the
 previous request's prompt count as cache_n. A prompt larger than `n_ctx` gets the real overflow error.
 Every request body is kept in `requests`, so tests can check exactly what the agent sent, and when each
@@ -63,6 +66,7 @@ class ScriptedModel:
         self.lock = threading.Lock()
         self.draft = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
         self.bad_draft = False  # answer as BeeLlama 0.1 does with a draft that is not a DFlash model
+        self.slot_actions: list[tuple[int, str, str]] = []
 
     def next_reply(self, body: dict) -> dict:
         with self.lock:
@@ -184,6 +188,9 @@ class _Handler(BaseHTTPRequestHandler):
                 {"error": {"code": 400, "message": f"parse error: {exc}", "type": "invalid_request_error"}},
             )
             return
+        if self.path.startswith("/slots/"):
+            self._slot_action(body)
+            return
         if not self.path.endswith("/chat/completions"):
             self._json(404, {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}})
             return
@@ -227,6 +234,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._stream(body, reply)
         else:
             self._complete(body, reply)
+
+    def _slot_action(self, body: dict) -> None:
+        path, _, query = self.path.partition("?")
+        action = dict(part.partition("=")[::2] for part in query.split("&") if part).get("action", "")
+        slot = int(path.removeprefix("/slots/"))
+        with self.server.model.lock:
+            self.server.model.slot_actions.append((slot, action, body.get("filename", "")))
+        self._json(200, {"id_slot": slot, "filename": body.get("filename", "")})
 
     def _tool_calls(self, reply: dict) -> list[dict]:
         calls = []

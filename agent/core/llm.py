@@ -4,8 +4,8 @@
 `Completion`: the text, the assembled tool calls and the turn's `TurnStats`. Failures become a few
 error types the loop can act on. Retries (tenacity) cover only a request that has streamed nothing
 yet; once text has reached the user, a broken stream is reported, never silently re-sent.
-The `/v1/models` and `/props` lookups are retried too (a server starting or restarting); when one
-still gives nothing, the fallback taken is kept in `notices` for the front end to show, never silent.
+What the client asks of the server beside the chat itself (the model's name, /metrics counters, the
+server's log) is its `server`'s, an agent/server/admin.py `ServerAdmin`.
 
 A server that stops answering (hung, SIGSTOPped, swapping) is a `ServerStalled` error, never a hang:
 once an answer has begun, `stall_timeout` seconds without a byte end it (AGENT_STALL_TIMEOUT, default
@@ -20,15 +20,15 @@ import asyncio
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
 import openai
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
 
-from agent.core.prompt_cache import FULL_REPROCESS_LOG, CacheWatch, ServerSide
+from agent.core.prompt_cache import CacheWatch, ServerSide
 from agent.errors import (
     BadRequest,
     ContextOverflow,
@@ -39,8 +39,9 @@ from agent.errors import (
     ServerStalled,
 )
 from agent.events import ReasoningDelta, TextDelta
+from agent.server.admin import ServerAdmin
 from agent.server.endpoint import Endpoint
-from agent.store.telemetry import TurnStats, accepted_per_position, parse_server_counters
+from agent.store.telemetry import TurnStats, accepted_per_position
 
 # ---------------------------------------------------------------------------------------------- errors
 
@@ -116,38 +117,6 @@ def stall_timeout_from_env() -> float:
     except ValueError:
         return STALL_TIMEOUT
     return value if value > 0 else STALL_TIMEOUT
-
-
-LOOKUP_TRIES = 4  # /v1/models and /props: about 1.5 s of tries for a server that is (re)starting
-
-
-def _transient(exc: BaseException) -> bool:
-    """Worth asking again: no connection yet, or the server is loading or failing for now (5xx)."""
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code >= 500
-    if isinstance(exc, httpx2.HTTPStatusError):
-        return exc.response.status_code >= 500
-    return isinstance(exc, openai.APIConnectionError | httpx2.TransportError)
-
-
-def _lookup_retrying() -> AsyncRetrying:
-    return AsyncRetrying(
-        retry=retry_if_exception(_transient),
-        stop=stop_after_attempt(LOOKUP_TRIES),
-        wait=wait_exponential(multiplier=0.2, max=2),
-        reraise=True,
-    )
-
-
-def _lookup_failure(exc: BaseException) -> str:
-    """Why a lookup gave nothing, in a few words."""
-    if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}"
-    if isinstance(exc, httpx2.HTTPStatusError):
-        return f"HTTP {exc.response.status_code}"
-    if isinstance(exc, httpx2.HTTPError):
-        return f"{type(exc).__name__}: {exc}"
-    return f"an answer without it ({type(exc).__name__})"
 
 
 DEFAULT_MAX_TOKENS = 4096  # when neither the profile nor the request says: no answer runs forever
@@ -244,6 +213,9 @@ class Completion:
 # Given the answer so far, (the text to keep, why) when the rest is not worth generating: the action
 # protocol's `stream_stop` (a whole-file block for a file whose write would be refused).
 StreamStop = Callable[[str], "tuple[str, str] | None"]
+# Awaited with each request's body before it is sent: the attempts' shared prefill holds their first
+# requests there until one prefill is copied to every slot (agent/session/shared_prefill.py).
+RequestGate = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 @dataclass
@@ -251,13 +223,6 @@ class _Assembling:
     id: str = ""
     name: str = ""
     arguments: list[str] = field(default_factory=list)
-
-
-def _log_size(path: str | None) -> int:
-    try:
-        return os.path.getsize(path) if path else 0
-    except OSError:
-        return 0
 
 
 def _tokens_between(after_last: dict[str, float] | None, before_this: dict[str, float] | None) -> int:
@@ -277,8 +242,10 @@ class ModelClient:
         loading_wait: float = 120.0,
         stall_timeout: float | None = None,
         cut_repeats: bool = True,
+        request_gate: RequestGate | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self.server = ServerAdmin(endpoint, connect_timeout=connect_timeout, read_timeout=read_timeout)
         # False: an answer that keeps repeating itself is read whole, never cut (`repeating_tail`,
         # `counting_tail`): a benchmark's requests, which must be measured as the server gave them.
         self.cut_repeats = cut_repeats
@@ -290,107 +257,20 @@ class ModelClient:
             max_retries=0,  # tenacity owns the retries
             timeout=httpx2.Timeout(read_timeout, connect=connect_timeout),
         )
-        self._metrics_ok = endpoint.metrics_url is not None
-        # llama-server wants the key on /props and /metrics too (only /health answers without it).
-        auth = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
-        self._http = httpx2.AsyncClient(timeout=5.0, headers=auth)
-        self.notices: list[str] = []  # fallbacks taken (no model name, no context size): to be shown
+        self.request_gate = request_gate
         self.cache_watch = CacheWatch()
         self._counters_after: dict[str, float] | None = None  # the server's, after our last request
-        self._log_read = _log_size(endpoint.server_log)
-        # Awaited with the first request's body before it is sent, once (agent/session/shared_prefill.py).
-        self.before_first: Callable[[dict[str, Any]], Awaitable[None]] | None = None
-
-    def take_notices(self) -> list[str]:
-        taken, self.notices = self.notices, []
-        return taken
 
     async def close(self) -> None:
         await self._client.close()
-        await self._http.aclose()
+        await self.server.close()
 
     async def model_name(self) -> str:
-        if self.endpoint.model:
-            return self.endpoint.model
-        ids: list[str] = []
-        why = "it lists none"
+        """The model the requests ask for (the server's `model_name`); nothing answering is ServerGone."""
         try:
-            async for attempt in _lookup_retrying():
-                with attempt:
-                    models = await self._client.models.list()
-            ids = [m.id for m in models.data]
-        except openai.APIConnectionError as exc:  # nothing answers: the session cannot start
+            return await self.server.model_name()
+        except httpx2.TransportError as exc:
             raise map_error(exc) from exc
-        except Exception as exc:  # a server without /v1/models still answers chat requests
-            why = _lookup_failure(exc)
-        self.endpoint.model = ids[0] if ids else "default"
-        if not ids:
-            self.notices.append(
-                f"the server did not name its model (/v1/models: {why}); requests ask for 'default'"
-            )
-        return self.endpoint.model
-
-    async def server_context_size(self, fallback: int | None = None) -> int | None:
-        """n_ctx from llama-server's /props; else `fallback`, with a notice saying so."""
-        try:
-            props = await self._props()
-            settings = props.get("default_generation_settings", {})
-            return int(settings.get("n_ctx") or props.get("n_ctx"))
-        except (httpx2.HTTPError, ValueError, TypeError, AttributeError) as exc:
-            why = _lookup_failure(exc)
-        assumed = f"assuming {fallback} tokens" if fallback else "the budget is unknown"
-        self.notices.append(f"the server did not report its context size (/props: {why}); {assumed}")
-        return fallback
-
-    async def server_slots(self) -> int | None:
-        """How many requests the server decodes at once (/props `total_slots`); None when it does not say
-        (not a llama-server, or an old one)."""
-        try:
-            return int((await self._props())["total_slots"])
-        except (httpx2.HTTPError, ValueError, TypeError, KeyError, AttributeError):
-            return None
-
-    async def _props(self) -> dict[str, Any]:
-        root = self.endpoint.base_url.removesuffix("/v1")
-        async for attempt in _lookup_retrying():
-            with attempt:
-                response = await self._http.get(root + "/props")
-                response.raise_for_status()
-        return response.json()
-
-    async def prefill(self, request: dict[str, Any], slot: int, timeout: float) -> int:
-        """Process `request`'s prompt into `slot`, and stop after one token: a slot that a copy
-        (`copy_slot`) then serves. The prompt's tokens."""
-        body = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
-        body.update(stream=False, max_tokens=1, id_slot=slot, cache_prompt=True)
-        response = await self._http.post(
-            self.endpoint.base_url + "/chat/completions", json=body, timeout=timeout
-        )
-        response.raise_for_status()
-        return int(response.json().get("usage", {}).get("prompt_tokens") or 0)
-
-    async def copy_slot(self, source: int, targets: Iterable[int], filename: str) -> None:
-        """Copy the cache of slot `source` into each of `targets`: llama-server saves it as `filename`
-        in its `--slot-save-path` folder, then restores it into each."""
-        root = self.endpoint.base_url.removesuffix("/v1")
-        for slot, action in [(source, "save"), *((target, "restore") for target in targets)]:
-            response = await self._http.post(
-                f"{root}/slots/{slot}", params={"action": action}, json={"filename": filename}, timeout=120
-            )
-            response.raise_for_status()
-
-    async def _server_counters(self) -> dict[str, float] | None:
-        if not self._metrics_ok:
-            return None
-        try:
-            response = await self._http.get(self.endpoint.metrics_url)
-            if response.status_code != 200:
-                self._metrics_ok = False
-                return None
-            return parse_server_counters(response.text)
-        except (httpx2.HTTPError, ValueError):
-            self._metrics_ok = False
-            return None
 
     def _request(self, messages: list[dict], tools: list[dict], tool_choice: str, overrides: dict) -> dict:
         """The request's JSON body: the OpenAI fields, then llama.cpp's own (`extra_body`) beside them."""
@@ -431,11 +311,10 @@ class ModelClient:
         prompt changed on purpose since the last request (prompt_cache.COMPACTION, .RESUMED)."""
         model = await self.model_name()
         request = self._request(messages, tools or [], tool_choice, overrides)
-        if self.before_first is not None:
-            hook, self.before_first = self.before_first, None
-            await hook({"model": model, **request})
-        before = await self._server_counters()
-        server = ServerSide(foreign_tokens=_tokens_between(self._counters_after, before))
+        if self.request_gate is not None:
+            await self.request_gate({"model": model, **request})
+        before = await self.server.counters()
+        server_side = ServerSide(foreign_tokens=_tokens_between(self._counters_after, before))
         started = time.monotonic()
         stream = await self._open(model, request)
         text: list[str] = []
@@ -535,12 +414,12 @@ class ModelClient:
                 stats.client_tokens_per_second = n_out / (last - started - stats.prompt_ms / 1000)
             elif first and n_out > 1 and last > first:
                 stats.client_tokens_per_second = (n_out - 1) / (last - first)
-        after = await self._server_counters() if before is not None else None
+        after = await self.server.counters() if before is not None else None
         self._counters_after = after
-        server.full_reprocess_logged = self._log_says_full_reprocess()
-        server.reason = str(stats.timings_extra.get("cache_reason") or "")
+        server_side.full_reprocess_logged = self.server.log_says_full_reprocess()
+        server_side.reason = str(stats.timings_extra.get("cache_reason") or "")
         stats.cache_break = self.cache_watch.explain(
-            messages, tools or [], stats.cache_n, stats.prompt_n, cache_note, server
+            messages, tools or [], stats.cache_n, stats.prompt_n, cache_note, server_side
         )
         if before is not None and after is not None:
             drafted = after.get("drafted", 0) - before.get("drafted", 0)
@@ -575,22 +454,6 @@ class ModelClient:
             repetition=None if stopped else looped,
             stopped=why,
         )
-
-    def _log_says_full_reprocess(self) -> bool:
-        """Whether the server's log, since the last look, says it re-processed a whole prompt."""
-        path = self.endpoint.server_log
-        if not path:
-            return False
-        try:
-            with open(path, "rb") as log:
-                if os.fstat(log.fileno()).st_size < self._log_read:
-                    self._log_read = 0  # a restarted server (its draft turned off) writes a new log
-                log.seek(self._log_read)
-                new = log.read()
-        except OSError:
-            return False
-        self._log_read += len(new)
-        return FULL_REPROCESS_LOG.encode() in new
 
     async def _open(self, model: str, request: dict) -> Any:
         """Open the stream, retrying what is worth retrying: a loading server, a refused connection."""

@@ -19,8 +19,6 @@ from typing import Any
 # previous answer's end differently from how it was generated). Losses up to this are not a break.
 SLACK_TOKENS = 64
 SLACK_SHARE = 0.03
-# What llama-server logs when a sliding-window or hybrid model cannot roll its cache back.
-FULL_REPROCESS_LOG = "forcing full prompt re-processing"
 # Notes the agent gives for a request whose prompt it changed on purpose.
 COMPACTION = "compaction"
 RESUMED = "resumed"

@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.core.checks import CheckResult, last_check
-from agent.core.llm import ModelClient
 from agent.core.loop import Outcome
 from agent.core.workbench import auto_commit_subject
 from agent.errors import ConfigError, ExitCode
 from agent.events import AttemptsFinished, ErrorEvent, Event, Notice
+from agent.server.admin import ServerAdmin
 from agent.session.connect import Connection, connect
 from agent.session.live import open_session
 from agent.session.shared_prefill import SharedPrefill
@@ -145,11 +145,11 @@ async def run_attempts(
 
 async def _say_slots(connection: Connection, count: int, emit: Callable[[Event], None]) -> None:
     """On a server this run did not start with the slots, the attempts take turns: say so."""
-    client = ModelClient(connection.endpoint)
+    server = ServerAdmin(connection.endpoint)
     try:
-        slots = await client.server_slots()
+        slots = await server.slots()
     finally:
-        await client.close()
+        await server.close()
     if slots is None:
         emit(Notice(f"the server does not say how many requests it serves at once (/props): the {count} "
                     "attempts may take turns rather than run together"))  # fmt: skip
@@ -211,12 +211,12 @@ async def _attempt(
 
     try:
         setup = prep.session_setup(
-            f"agent run, attempt {number}", tree.workdir, connection=connection, trust_notice=False
-        )
+            f"agent run, attempt {number}", tree.workdir, connection=connection, trust_notice=False,
+            request_gate=shared.request_gate,
+        )  # fmt: skip
         async with open_session(setup, tagged) as live:
             result.session_id = live.session_id
             result.set_aside = live.workbench.set_aside  # (the same list: a cancelled attempt's too)
-            shared.attach(live.client)
             agent = live.agent
             ways = 2 if agent.actions.can_plan else 1
             if agent.actions.can_plan:

@@ -105,8 +105,9 @@ async def build_agent(
     )
     if sandbox is not None and permissions.mode in SANDBOXED_MODES and (why := sandbox_unavailable()):
         emit(Notice(f"commands run unsandboxed: {why}"))
-    n_ctx = await client.server_context_size(FALLBACK_CONTEXT) or FALLBACK_CONTEXT
-    for note in client.take_notices():  # lookups that fell back (no /props, no /v1/models): said, not silent
+    n_ctx = await client.server.context_size(FALLBACK_CONTEXT) or FALLBACK_CONTEXT
+    # lookups that fell back (no /props, no /v1/models): said, not silent
+    for note in client.server.take_notices():
         emit(Notice(note))
     reserve = int(client.endpoint.sampling.get("max_tokens") or min(4096, n_ctx // 4))
     for path in shown_in_history(history or [], workbench.workspace):

@@ -24,10 +24,10 @@ from pathlib import Path
 import httpx2
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from agent.core.llm import LOOKUP_TRIES
 from agent.errors import ServerError
 from agent.events import DraftOff, Event
 from agent.server import machine_paths
+from agent.server.admin import LOOKUP_TRIES
 from agent.server.build import Progress
 from agent.server.diagnose import log_tail
 from agent.server.endpoint import Endpoint

@@ -21,7 +21,7 @@ from typing import Any
 
 from agent.core.checks import CheckResult, work_until_checked
 from agent.core.history import repair_history
-from agent.core.llm import ModelClient
+from agent.core.llm import ModelClient, RequestGate
 from agent.core.loop import Agent, Approver, Limits, Outcome
 from agent.core.prompt import system_prompt
 from agent.core.task_message import task_message
@@ -220,6 +220,7 @@ class SessionSetup:
     connection: Connection | None = None
     locks: AgentLocks | None = None
     mcp: MCPServers | None = None
+    request_gate: RequestGate | None = None  # what each model request waits for first (a shared prefill)
     # a server started for the session
     start_progress: StartProgress | None = None
     build_progress: Progress | None = None
@@ -256,7 +257,7 @@ async def open_session(setup: SessionSetup, emit: Callable[[Event], None]) -> As
             )  # fmt: skip
             connection = stack.enter_context(opening)
         register_run(connection.endpoint.api_key, configs)  # before the first event is written
-        client = ModelClient(connection.endpoint)
+        client = ModelClient(connection.endpoint, request_gate=setup.request_gate)
         stack.push_async_callback(client.close)
         model = await client.model_name()
         recorder = SessionRecorder(state_dir(), session_id, profile.name, model, profile.spec_label)

@@ -218,6 +218,23 @@ async def test_nothing_listening_is_server_gone_quickly():
     assert time.monotonic() - started < 5
 
 
+async def test_each_request_awaits_the_request_gate_with_its_body_before_it_is_sent():
+    seen: list[tuple[int, dict]] = []
+    with ScriptedServer([{"content": "one"}, {"content": "two"}]) as server:
+
+        async def gate(request: dict) -> None:
+            seen.append((len(server.requests), request))  # requests the server had when the gate was asked
+
+        client = ModelClient(Endpoint(base_url=server.url + "/v1", model="m"), request_gate=gate)
+        await run(client, [{"role": "user", "content": "first"}], temperature=0.5)
+        await run(client, [{"role": "user", "content": "second"}])
+        await client.close()
+    assert [count for count, _ in seen] == [0, 1]
+    first = seen[0][1]
+    assert first == {"model": "m", **{k: v for k, v in server.requests[0].items() if k != "model"}}
+    assert first["messages"] == [{"role": "user", "content": "first"}] and first["temperature"] == 0.5
+
+
 async def test_server_counters_come_from_metrics_when_timings_lack_them():
     """A vLLM-style server: no draft fields in timings, draft counters on /metrics."""
     replies = [

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from agent.core.checks import run_check
 from agent.core.llm import ModelClient
 from agent.errors import ConfigError
+from agent.server.admin import ServerAdmin
 from agent.server.endpoint import Endpoint
 from agent.session.taskfile import load_task, parse_task
 from tests.conftest import free_port
@@ -354,23 +355,23 @@ def test_lookups_failing_for_a_while_are_retried_and_nothing_falls_back(tmp_path
 
 async def test_props_is_asked_with_the_api_key_llama_server_wants_there():
     with faulty_server({}) as server:
-        client = ModelClient(Endpoint(base_url=server.url + "/v1", api_key="sk-test-key"))
+        admin = ServerAdmin(Endpoint(base_url=server.url + "/v1", api_key="sk-test-key"))
         try:
-            assert await client.server_context_size(999) == 32768
+            assert await admin.context_size(999) == 32768
         finally:
-            await client.close()
+            await admin.close()
         assert ("/props", "Bearer sk-test-key") in server.httpd.seen
-    assert client.take_notices() == []
+    assert admin.take_notices() == []
 
 
 @pytest.mark.slow
 async def test_a_server_that_never_answers_props_falls_back_and_says_why():
-    client = ModelClient(Endpoint(base_url=f"http://127.0.0.1:{free_port()}/v1"))
+    admin = ServerAdmin(Endpoint(base_url=f"http://127.0.0.1:{free_port()}/v1"))
     try:
-        assert await client.server_context_size(4096) == 4096
+        assert await admin.context_size(4096) == 4096
     finally:
-        await client.close()
-    [note] = client.take_notices()
+        await admin.close()
+    [note] = admin.take_notices()
     assert note.startswith("the server did not report its context size (/props: ConnectError")
     assert note.endswith("assuming 4096 tokens")
 
@@ -406,7 +407,7 @@ def test_model_name_lookup_does_not_block_a_session_when_it_keeps_failing(tmp_pa
                 started = time.monotonic()
                 name = await client.model_name()
                 assert time.monotonic() - started < 10
-                return name, client.take_notices()
+                return name, client.server.take_notices()
             finally:
                 await client.close()
 
@@ -426,11 +427,11 @@ async def test_the_real_server_with_an_api_key_gives_its_context_size(embedded, 
     try:
         client = ModelClient(Endpoint(base_url=handle.base_url + "/v1", api_key="sk-fault-test"))
         try:
-            n_ctx = await client.server_context_size(1234)
+            n_ctx = await client.server.context_size(1234)
             model = await client.model_name()
         finally:
             await client.close()
     finally:
         stop(handle, ServerRegistry(state))
     assert n_ctx != 1234 and n_ctx >= 2048 and model != "default"
-    assert client.take_notices() == []
+    assert client.server.take_notices() == []

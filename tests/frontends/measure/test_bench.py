@@ -5,6 +5,7 @@ tests/frontends/measure/test_bench_real.py."""
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import json
 import re
@@ -20,6 +21,8 @@ from agent.frontends.measure.bench_record import command_line
 from agent.frontends.measure.bench_results import CSV_COLUMNS, Spread, identity_report, summarise
 from agent.frontends.measure.conversation import request_costs
 from agent.frontends.measure.memory import GpuProbe, MemoryWatch
+from agent.server.endpoint import Endpoint
+from agent.session.parts import Completion, ModelClient
 from agent.store.telemetry import TurnStats
 from tests.scripted_server import ScriptedServer
 
@@ -368,12 +371,23 @@ def test_a_looping_answer_is_read_whole_by_the_bench(isolated_state, capsys):
     loop = "<|turn>model\n" * 230
     with ScriptedServer(default={"content": loop}) as server:
         assert main(["bench", "--base-url", server.url, "--no-warmup", "--json"]) == 0
+        agents_answer = asyncio.run(one_answer(server))
     doc = json.loads(capsys.readouterr().out)
     for r in doc["requests"]:
         assert r["content"] == loop and r["stats"]["predicted_n"] == len(loop) // 4
-    from agent.core import llm
+    # and a client of the agent's own still cuts the loop afterwards: the bench's choice is its client's
+    assert agents_answer.repetition == len("<|turn>model\n") and len(agents_answer.content) < len(loop)
 
-    assert llm.REPEAT_CHECK_EVERY == 200  # and the agent's own requests still cut loops afterwards
+
+async def one_answer(server: ScriptedServer) -> Completion:
+    client = ModelClient(Endpoint(base_url=server.url + "/v1"))
+    try:
+        async for item in client.stream([{"role": "user", "content": "hi"}]):
+            if isinstance(item, Completion):
+                return item
+    finally:
+        await client.close()
+    raise AssertionError("no completion")
 
 
 def test_a_failed_request_is_reported_as_an_error_not_a_traceback(isolated_state, capsys):
