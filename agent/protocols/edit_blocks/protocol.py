@@ -39,7 +39,7 @@ from agent.protocols.edit_blocks.prompt import (
 )
 from tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 from tools.definition_edit import MAX_DEFINITION_LINES, may_write_definition
-from tools.outline import fence_for
+from tools.outline import DEFINITION_NAME, fence_for
 from tools.search import workspace_files
 from tools.shown import NOT_SHOWN, SHOWN_NOW_WHOLE, check_shown_whole, shown_definitions
 from tools.workspace import OutsideWorkspace, Workspace
@@ -52,7 +52,6 @@ SOURCE_SUFFIXES = frozenset(
 MAX_NAMED = 3  # files named in the request for the blocks after a plan; more are not a plan of one change
 SHOWN_FILE_LIMIT = 12_000  # characters of an edited file shown back to the model after the change
 CODE_WITHOUT_PATH = re.compile(r"a ```\w+ block without a file path")  # tagged: code, not quoted output
-DEFINITION = re.compile(r"^[ \t]*(?:def|class)[ \t]+(\w+)", re.M)
 # What the blocks reader says of code that is a sketch in a plan, not a block meant to be applied.
 PLAN_SKETCHES = (
     "without a file path",
@@ -300,13 +299,13 @@ class BlockActions:
         three times without the path line (csv-totals). A snippet (some definitions of
         a file) is not adopted, and the write meets the same rules as any other (a rewrite that
         deletes most of a file asks)."""
-        if len(parsed.pathless) != 1 or not (written := set(DEFINITION.findall(parsed.pathless[0]))):
+        if len(parsed.pathless) != 1 or not (written := set(DEFINITION_NAME.findall(parsed.pathless[0]))):
             return parsed
         pool = [rel for rel in (self.changed or self._files()) if rel.endswith(".py")]
         meant = [
             rel
             for rel in pool
-            if (defs := set(DEFINITION.findall(self._read(rel) or ""))) and defs <= written
+            if (defs := set(DEFINITION_NAME.findall(self._read(rel) or ""))) and defs <= written
         ]
         said = next((p for p in parsed.problems if CODE_WITHOUT_PATH.search(p)), None)
         if len(meant) != 1 or said is None:
@@ -335,12 +334,14 @@ class BlockActions:
     def _named_files(self, content: str) -> list[str]:
         """The project files `content` names ("In `test_x.py`, add...") or whose definitions it
         rewrites."""
-        written = set(DEFINITION.findall(content))
+        written = set(DEFINITION_NAME.findall(content))
         meant = []
         for rel in self._files():
             named = re.search(rf"(?<![\w/.]){re.escape(rel)}(?![\w])", content)
             if named or (
-                rel.endswith(".py") and written and written & set(DEFINITION.findall(self._read(rel) or ""))
+                rel.endswith(".py")
+                and written
+                and written & set(DEFINITION_NAME.findall(self._read(rel) or ""))
             ):
                 meant.append(rel)
         return meant
