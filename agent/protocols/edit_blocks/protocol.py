@@ -62,8 +62,9 @@ class BlockActions:
     def plan_first(self, on: bool) -> None:
         self.plan.enabled = on
 
-    def reminder(self, partly: list[str]) -> str:
-        """A plan first (PLAN_TASK); the blocks are asked for once the model has given it."""
+    def remind(self, partly: list[str]) -> str:
+        """With the plan step on, ask for a plan (PLAN_TASK) and await it, the blocks to be asked for
+        once it is given; else ask for the blocks at once."""
         return self.plan.ask(PLAN_TASK, partly_reminder(partly) if partly else BLOCKS_REMINDER)
 
     def files_written(self, message: dict[str, Any]) -> dict[str, str]:
