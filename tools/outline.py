@@ -22,6 +22,9 @@ STOPWORDS = frozenset(
 )
 TAIL_LINES = 12  # the end of a long file, shown so that an addition at the end has an anchor
 TRAILING_COMMENT = re.compile(r"(?m)[ \t]*(?:#|//)[^\n'\"]*$")
+# The name on each `def` or `class` line of Python text, at any indentation, `async def` too. A pattern,
+# not a parse: a block the model wrote that does not parse (a snippet, a method alone) still names them.
+DEFINITION_NAME = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)", re.M)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from tools.base import ToolContext, ToolError
-from tools.outline import excerpt, fence_for, outline, words_of
+from tools.outline import DEFINITION_NAME, excerpt, fence_for, outline, words_of
 from tools.workspace import OutsideWorkspace
 
 READ_STAMPS = "files.read_stamps"  # ToolContext.state key: real path -> stamp of the file read_file saw
@@ -30,7 +30,6 @@ SHOWN_NOW_WHOLE = "Here it is whole, as it is now"  # in the refusal that showed
 # definitions named. 12,000 characters is about 350 lines: the 1.5B rewrites that much reliably.
 SHOW_WHOLE_CHARS = 12_000
 SHOW_PART_CHARS = 8_000
-DEFINED = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)", re.M)
 
 
 def file_stamp(st: os.stat_result) -> tuple[int, int, int]:
@@ -174,7 +173,7 @@ def show_unseen(ctx: ToolContext, path: Path, rel: str, written: str, task: str 
     defs = outline(rel, text)
     if not defs:
         return ""
-    names = set(DEFINED.findall(written)) | {
+    names = set(DEFINITION_NAME.findall(written)) | {
         d.name for d in defs if len(d.name) > 3 and re.search(rf"(?<![\w]){re.escape(d.name)}(?!\w)", task)
     }
     wanted = [d for d in defs if d.name in names]

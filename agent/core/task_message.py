@@ -35,7 +35,7 @@ def task_message(
         mark_shown_whole(workbench.tool_state, workbench.workspace / rel)
     for rel, names in view.definitions.items():
         mark_shown_definitions(workbench.tool_state, workbench.workspace / rel, names)
-    reminder = protocol.reminder(view.partly)
+    reminder = protocol.remind(view.partly)
     return user_message(task, workbench.workspace, git_summary(workbench.repo), view.text, reminder, note)
 
 

@@ -95,6 +95,18 @@ async def test_a_fence_without_a_path_names_the_file_its_definitions_belong_to(t
     assert (repo / "notes.py").read_text().startswith("class Note:\n    pass")  # nothing applied
 
 
+async def test_a_fence_without_a_path_names_the_file_its_async_function_belongs_to(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    original = "async def fetch(url):\n    return None\n\n\ndef parse(text):\n    return text\n"
+    (repo / "fetch.py").write_text(original)
+    snippet = answer("Fix:", f"{FENCE}python", "async def fetch(url):", "    return url", FENCE)
+    with ScriptedServer([snippet, answer("Done.")]) as server:
+        await Run(server, repo, actions="blocks")()
+        feedback = server.requests[1]["messages"][-1]["content"]
+    assert "looks like a change to fetch.py" in feedback
+    assert (repo / "fetch.py").read_text() == original  # a snippet: not taken for the whole file
+
+
 async def test_quoted_output_in_an_untagged_fence_is_not_taken_for_a_file(tmp_path):
     repo = git_repo(tmp_path / "repo")
     (repo / "test_a.py").write_text("def test_a():\n    assert False\n")

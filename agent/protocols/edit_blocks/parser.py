@@ -37,7 +37,7 @@ import posixpath
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from agent.core.llm import ToolCall
 
@@ -138,6 +138,15 @@ def to_tool_calls(actions: Iterable[Action]) -> list[ToolCall]:
             name, args = "bash", {"command": action.content}
         calls.append(ToolCall(f"block_{number}", name, json.dumps(args, ensure_ascii=False)))
     return calls
+
+
+def call_arguments(call: ToolCall) -> dict[str, Any]:
+    """A call's arguments as to_tool_calls wrote them; {} for arguments that are not a JSON object."""
+    try:
+        data = json.loads(call.arguments)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 # ---------------------------------------------------------------------------------------------- reading

@@ -6,7 +6,7 @@ EXAMPLE_PATH = "path/to/example.py"
 
 # For small models (the `blocks` protocol): they act by writing text they saw in training. Short,
 # concrete, with the three formats shown once. Small models copy the example's `path/to/` folder into
-# their paths; the blocks reader takes it off (agent/protocols/edit_blocks/protocol.py).
+# their paths; the blocks reader takes it off (agent/protocols/edit_blocks/repairs.py).
 SYSTEM_PROMPT_BLOCKS = """\
 You are a coding agent working in a software project on the user's machine. You act by writing blocks \
 in your answer; they are applied for you and you get the results.
@@ -90,6 +90,13 @@ RENAME_REMINDER = (
     "Act now: to rename every use left, run this bash block:\n```bash\n{command}\n```\nNothing changes "
     "unless you write the block."
 )
+
+
+def partly_reminder(files: list[str]) -> str:
+    """The format asked for when `files` were shown in part: whole definitions in Python files."""
+    form = BLOCKS_REMINDER_DEFINITIONS if all(f.endswith(".py") for f in files) else BLOCKS_REMINDER_PARTLY
+    return form.format(files=" or ".join(files))
+
 
 # A plan before the blocks. Shown a file and asked for the new one, the 1.5B copies the file back as
 # it was (parse-duration: three identical answers, at 0.7 too); asked first where the bug is, it names

@@ -35,7 +35,7 @@ class ToolCallActions:
     def __init__(self, workspace: Path | None = None) -> None:
         self.corrections = 0
 
-    def reminder(self, partly: list[str]) -> str:
+    def remind(self, partly: list[str]) -> str:
         return ""
 
     def files_written(self, message: dict[str, Any]) -> dict[str, str]:

@@ -1,0 +1,145 @@
+"""What the blocks protocol tells the model back, as one user message that reads like a terminal: each
+call's result, what was not applied, the files as they are now, and the format again where something
+failed; after a failed check, the files it points into with the error on its line."""
+
+from __future__ import annotations
+
+import re
+
+from agent.core.check_output import LINT_MARK, MAX_LOCATIONS, CheckFailure, marked
+from agent.core.llm import ToolCall
+from agent.core.protocol import ReadAnswer
+from agent.protocols.edit_blocks.parser import Action, call_arguments
+from agent.protocols.edit_blocks.project import ProjectFiles, TaskProgress
+from agent.protocols.edit_blocks.prompt import BLOCKS_REMINDER, RENAME_REMINDER, partly_reminder
+from tools.base import ToolResult
+from tools.outline import fence_for
+from tools.shown import NOT_SHOWN, SHOWN_NOW_WHOLE
+
+SHOWN_FILE_LIMIT = 12_000  # characters of an edited file shown back to the model after the change
+_LINT_LINE = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+)(?::\d+)?: (?P<message>.*)$")
+
+
+class Feedback:
+    """Renders what happened for the model to read; changes nothing (TaskProgress records it)."""
+
+    def __init__(self, files: ProjectFiles, progress: TaskProgress) -> None:
+        self.files = files
+        self.progress = progress
+
+    def check_failure(self, failure: CheckFailure) -> tuple[list[str], bool]:
+        """The files the failure points into, shown whole with the error written on its line as a
+        comment, the other files changed, and the failure last; and whether a file it points into was
+        too long to show whole (its lines are then in the failure, and SEARCH/REPLACE is asked for)."""
+        located: dict[str, set[int]] = {}
+        for location in failure.locations[:MAX_LOCATIONS]:
+            located.setdefault(location.path, set()).add(location.line)
+        files, unshown = [], []
+        for path in dict.fromkeys([*located, *self.progress.changed]):
+            text = self.files.read(path)
+            notes = dict.fromkeys(located.get(path, ()), failure.error)
+            with_mark = marked(path, text, notes) if text and path in located else None
+            if with_mark is not None and len(with_mark) <= SHOWN_FILE_LIMIT:
+                fence = fence_for(with_mark)
+                files.append(f"{path} now reads (the line the check points at is marked):\n{fence}\n"
+                             f"{with_mark.rstrip()}\n{fence}")  # fmt: skip
+            elif path in located:
+                unshown.append(path)
+            else:
+                files.append(self._show(path))
+        message = failure.head + (failure.where if unshown else "") + failure.tail
+        return [*[f for f in files if f], message], bool(unshown)
+
+    def results(self, answer: ReadAnswer, results: list[tuple[ToolCall, ToolResult]]) -> str:
+        """Each call's result and what was not applied; after a failure, the files as they are now and
+        the format again; else the files SEARCH/REPLACE changed, fresh."""
+        parts = [self._describe(call, result) for call, result in results]
+        parts += [f"Not applied: {problem}" for problem in answer.problems]
+        if self.progress.tool_failed or answer.problems:
+            # The files as they are now, and the format again: a small model fixes a file it can see,
+            # by writing it out whole; otherwise it describes the fix (seen on the 1.5B).
+            # ...each with the lint's problems written on their lines, where the model copies from.
+            problems = lint_notes(results)
+            parts += [self._show(path, problems.get(path)) for path in self.progress.changed]
+            # A whole file refused because the model never saw all of it: ask for edits, not whole files.
+            # (A file the refusal showed whole may now be written whole: the usual reminder.)
+            unseen = [
+                call_arguments(c).get("path", "?")
+                for c, r in results
+                if not r.ok and NOT_SHOWN in r.output and SHOWN_NOW_WHOLE not in r.output
+            ]
+            rename = next(
+                (r.display["rename_command"] for _, r in results if "rename_command" in r.display), ""
+            )
+            if rename:
+                reminder = RENAME_REMINDER.format(command=rename)
+            elif unseen:
+                reminder = partly_reminder(unseen)
+            else:
+                reminder = BLOCKS_REMINDER
+            parts.append(f"Fix what failed. {reminder} When the task is done, answer without any block.")
+        else:
+            parts += self._fresh_files(results)
+            parts.append("Go on with the task. When it is done, answer without any block.")
+        return "\n\n".join(p for p in parts if p)
+
+    def copied_back(self, unchanged: list[Action], acting: bool) -> list[str]:
+        """What to say of files written back exactly as they are in an answer that does nothing else
+        (`acting`: it does), after a failure (the same file again is no fix) or before any change (the
+        file copied back is no work done); nothing otherwise, and the answer ends the task like a plain
+        "done". Say which: never a check that did not run, nor "the output above" when there is none."""
+        progress = self.progress
+        if not unchanged or acting or not (progress.failed or not progress.changed):
+            return []
+        if progress.failed:
+            what = (
+                "the task's check failed on it"
+                if progress.check_failed
+                else "the last command or edit failed"
+            )
+            why = f"and {what} (see the previous message). Write it again with the fix in it."
+        else:
+            why = "so nothing is done yet. Write it again with the task's change in it."
+        return [f"{a.path} is exactly as it was, {why}" for a in unchanged]
+
+    @staticmethod
+    def _describe(call: ToolCall, result: ToolResult) -> str:
+        args = call_arguments(call)
+        if call.name == "bash":
+            return f"$ {args.get('command', '').strip()}\n{result.output.strip() or '(no output)'}"
+        verb = "Wrote" if call.name == "write_file" else "Edited"
+        if result.ok:
+            return f"{verb} {args.get('path', '?')}: {result.output.strip()}"
+        return f"Failed to change {args.get('path', '?')}: {result.output.strip()}"
+
+    def _fresh_files(self, results: list[tuple[ToolCall, ToolResult]]) -> list[str]:
+        """Files changed by SEARCH/REPLACE, shown as they are now: the model's next edit must match them."""
+        shown, parts = set(), []
+        for call, result in results:
+            path = call_arguments(call).get("path")
+            if call.name != "edit_file" or not result.ok or not path or path in shown:
+                continue
+            shown.add(path)
+            parts.append(self._show(path))
+        return [p for p in parts if p]
+
+    def _show(self, path: str, notes: dict[int, str] | None = None) -> str:
+        """`path now reads:` and the file in a fence, with `notes` ({line: problem}) written on their
+        lines; '' when it is gone or too big to repeat."""
+        text = self.files.read(path)
+        if text is None or len(text) > SHOWN_FILE_LIMIT:
+            return ""  # the model can ask for it with `cat`
+        with_notes = marked(path, text, notes, LINT_MARK) if notes else None
+        said = " (the lines with problems are marked)" if with_notes else ""
+        text = with_notes or text
+        return f"{path} now reads{said}:\n{fence_for(text)}\n{text.rstrip()}\n{fence_for(text)}"
+
+
+def lint_notes(results: list[tuple[ToolCall, ToolResult]]) -> dict[str, dict[int, str]]:
+    """{path: {line: problem}} of the lint problems the edits' results list ("path:line: message")."""
+    found: dict[str, dict[int, str]] = {}
+    for _, result in results:
+        for problem in result.display.get("lint") or []:
+            if match := _LINT_LINE.match(problem):
+                found.setdefault(match["path"], {}).setdefault(int(match["line"]), match["message"])
+    return found

@@ -1,0 +1,202 @@
+"""What the blocks reader fixes up of what a small model writes, before any of it runs: the path it
+meant, the prompt's example copied, a file given without its path, the failure marks copied back, a
+file restated as it is."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import PurePosixPath
+
+from agent.core.check_output import marks_off
+from agent.protocols.edit_blocks.parser import Action, ParsedAnswer
+from agent.protocols.edit_blocks.project import ProjectFiles, TaskProgress
+from agent.protocols.edit_blocks.prompt import EXAMPLE_PATH
+from tools.outline import DEFINITION_NAME
+from tools.workspace import OutsideWorkspace
+
+CODE_WITHOUT_PATH = re.compile(r"a ```\w+ block without a file path")  # tagged: code, not quoted output
+
+
+class AnswerRepairs:
+    """Reads an answer's blocks as the model meant them, where its known habits are clear."""
+
+    def __init__(self, files: ProjectFiles, progress: TaskProgress) -> None:
+        self.files = files
+        self.progress = progress
+
+    def known_path(self, action: Action) -> Action:
+        """The path the model meant. Small models copy the prompt's `path/to/` example, or write a bare
+        file name for a file that sits in a folder; an unknown path whose name is that of exactly one
+        file of the project is that file (as Aider does)."""
+        if not action.path or action.kind == "bash":
+            return action
+        path = action.path.removeprefix("./")
+        path = path.removeprefix("path/to/") or path
+        try:
+            exists = self.files.workspace.resolve(path).exists()
+        except OutsideWorkspace:
+            return action  # refused, with a message, by the tool layer
+        if not exists:
+            # The one file of that name that the task names; else `attrs/validators.py` for
+            # src/attrs/validators.py: a path that ends an existing one is that file; else a bare name
+            # that exactly one file has. The task first: asked to fix src/attr/validators.py, the 1.5B
+            # wrote `path/to/attrs/validators.py` (the package's name), and src/attrs/validators.py,
+            # the 3-line module that re-exports it, got its class.
+            files = self.files.paths()
+            by_tail = [p for p in files if p.endswith("/" + path)]
+            name = PurePosixPath(path).name
+            same_name = [p for p in files if PurePosixPath(p).name == name]
+            task = self.progress.task
+            named = [p for p in same_name if re.search(rf"(?<![\w/.]){re.escape(p)}(?![\w/])", task)]
+            if len(named) == 1:
+                path = named[0]
+            elif len(by_tail) == 1:
+                path = by_tail[0]
+            elif len(same_name) == 1:
+                path = same_name[0]
+        return action if path == action.path else replace(action, path=path)
+
+    def without_example(self, parsed: ParsedAnswer) -> ParsedAnswer:
+        """The answer without the instructions' example copied with its path (`def example(): return
+        43`, written as a new example.py beside the real change in implement-docstring): no work of the
+        task. Said, and not applied."""
+        copied = [a for a in parsed.actions if a.path == EXAMPLE_PATH and not self.files.read("example.py")]
+        if not copied:
+            return parsed
+        said = (
+            f"the {EXAMPLE_PATH} block is the instructions' example of the format, not a file of "
+            "this project. Write only the files the task needs."
+        )
+        if parsed.actions[0] in copied:
+            # An answer that opens with the example goes on in its likeness: another_file.py,
+            # a_third_file.py... each a new `path/to/` file (kv-report). Not written.
+            invented = [a for a in parsed.actions if a not in copied and self._invented(a)]
+            if invented:
+                copied += invented
+                names = ", ".join(a.path.removeprefix("path/to/") for a in invented)
+                said = (
+                    f"the answer opened with the instructions' example ({EXAMPLE_PATH}) and went "
+                    f"on with new files in its likeness ({names}): none of them was written. Write "
+                    "only the files the task needs."
+                )
+        return replace(
+            parsed,
+            actions=[a for a in parsed.actions if a not in copied],
+            problems=[*parsed.problems, said],
+        )
+
+    def _invented(self, action: Action) -> bool:
+        """A new file written under the example's `path/to/` folder that the task does not name: no
+        file of the project has its path or its name."""
+        if action.kind != "write" or not action.path.startswith("path/to/"):
+            return False
+        path = self.known_path(action).path
+        return self.files.read(path) is None and PurePosixPath(path).name not in self.progress.task
+
+    def adopt_pathless(self, parsed: ParsedAnswer) -> ParsedAnswer:
+        """The answer's one block of code without a path, when it holds every definition of exactly
+        one Python file (of those this session changed, else of the project): that file, written
+        whole, as Aider takes the only file in the chat. The 1.5B wrote its right fix of report.py
+        three times without the path line (csv-totals). A snippet (some definitions of
+        a file) is not adopted, and the write meets the same rules as any other (a rewrite that
+        deletes most of a file asks)."""
+        if len(parsed.pathless) != 1 or not (written := set(DEFINITION_NAME.findall(parsed.pathless[0]))):
+            return parsed
+        pool = [rel for rel in (self.progress.changed or self.files.paths()) if rel.endswith(".py")]
+        meant = [
+            rel
+            for rel in pool
+            if (defs := set(DEFINITION_NAME.findall(self.files.read(rel) or ""))) and defs <= written
+        ]
+        said = next((p for p in parsed.problems if CODE_WITHOUT_PATH.search(p)), None)
+        if len(meant) != 1 or said is None:
+            return parsed
+        problems = list(parsed.problems)
+        problems.remove(said)
+        return ParsedAnswer([*parsed.actions, Action("write", meant[0], parsed.pathless[0])], problems)
+
+    def unchanged(self, action: Action) -> bool:
+        """A whole file written back exactly as it is."""
+        if action.kind != "write" or not action.path:
+            return False
+        current = self.files.read(action.path, errors="strict")  # None: the tool layer will say what is wrong
+        return current is not None and current.rstrip("\n") == action.content.rstrip("\n")
+
+    def pathless_problems(self, problems: list[str], content: str) -> list[str]:
+        """The answer's problems, as its code without a path leaves them: none for a file restated as
+        it is now, and for code that looks like a change to a project file, what to write instead."""
+        if problems and self._restates_files(content):
+            # "The file now reads: ```...```" with the file, or a part of it, exactly as it is now: a
+            # summary of work done, not an edit.
+            problems = [p for p in problems if "without a file path" not in p]
+        if any(CODE_WITHOUT_PATH.search(p) for p in problems):
+            problems = [*problems, *self._files_meant(content)]
+        return list(problems)
+
+    def _restates_files(self, content: str) -> bool:
+        """Whether every fenced block of the answer that has code in it repeats, line for line, a part
+        of a file this session changed (indentation and blank lines aside)."""
+        bodies = [b for b in split_fences(content)[1] if b]
+        if not bodies or not self.progress.changed:
+            return False
+        texts = [normalised(self.files.read(rel) or "") for rel in self.progress.changed]
+        return all(any(body in text for text in texts if text) for body in bodies)
+
+    def named_files(self, content: str) -> list[str]:
+        """The project files `content` names ("In `test_x.py`, add...") or whose definitions it
+        rewrites."""
+        written = set(DEFINITION_NAME.findall(content))
+        meant = []
+        for rel in self.files.paths():
+            named = re.search(rf"(?<![\w/.]){re.escape(rel)}(?![\w])", content)
+            if named or (
+                rel.endswith(".py")
+                and written
+                and written & set(DEFINITION_NAME.findall(self.files.read(rel) or ""))
+            ):
+                meant.append(rel)
+        return meant
+
+    def _files_meant(self, content: str) -> list[str]:
+        """For a fence without a path: what to write instead, for the project files it names or whose
+        definitions it rewrites."""
+        meant = self.named_files(content)
+        return [
+            f"That code looks like a change to {rel}: write `{rel}` alone on a line, then the whole new "
+            "file in the fence."
+            for rel in meant[:2]
+        ]
+
+
+def unmarked(action: Action) -> Action:
+    """The action without the failure marks a shown file carried (the model copies them back)."""
+    if action.kind == "bash":
+        return action
+    return replace(
+        action,
+        content=marks_off(action.content),
+        search=marks_off(action.search),
+        replace=marks_off(action.replace),
+    )
+
+
+def normalised(text: str) -> str:
+    return "\n".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def split_fences(content: str) -> tuple[list[str], list[str]]:
+    """An answer's non-blank lines outside its fenced blocks, and the normalised text of each block (an
+    opening fence, with or without a tag, and a closing one are both a line starting with ```)."""
+    outside, bodies, inside, lines = [], [], False, []
+    for line in content.splitlines():
+        if line.strip().startswith("```"):
+            if inside:
+                bodies.append(normalised("\n".join(lines)))
+                lines = []
+            inside = not inside
+        elif inside:
+            lines.append(line)
+        elif line.strip():
+            outside.append(line)
+    return outside, bodies
