@@ -41,7 +41,7 @@ from agent.errors import (
 from agent.events import ReasoningDelta, TextDelta
 from agent.server.admin import ServerAdmin
 from agent.server.endpoint import Endpoint
-from agent.store.telemetry import TurnStats, accepted_per_position
+from agent.store.telemetry import TurnStats, tokens_between
 
 # ---------------------------------------------------------------------------------------------- errors
 
@@ -225,14 +225,6 @@ class _Assembling:
     arguments: list[str] = field(default_factory=list)
 
 
-def _tokens_between(after_last: dict[str, float] | None, before_this: dict[str, float] | None) -> int:
-    """Tokens the server processed for others between our last request and this one (0: unknown)."""
-    if not after_last or not before_this:
-        return 0
-    keys = ("prompt_tokens", "predicted_tokens")
-    return int(sum(before_this.get(k, 0.0) - after_last.get(k, 0.0) for k in keys))
-
-
 class ModelClient:
     def __init__(
         self,
@@ -314,7 +306,7 @@ class ModelClient:
         if self.request_gate is not None:
             await self.request_gate({"model": model, **request})
         before = await self.server.counters()
-        server_side = ServerSide(foreign_tokens=_tokens_between(self._counters_after, before))
+        server_side = ServerSide(foreign_tokens=tokens_between(self._counters_after, before))
         started = time.monotonic()
         stream = await self._open(model, request)
         text: list[str] = []
@@ -404,16 +396,7 @@ class ModelClient:
             prompt_tokens=(usage or {}).get("prompt_tokens"),
             completion_tokens=(usage or {}).get("completion_tokens"),
         )
-        n_out = stats.output_tokens
-        if last and n_out:
-            if stats.prompt_ms is not None and last - started > stats.prompt_ms / 1000:
-                # Generation as the client lived it: from the end of the server's prefill to the last
-                # token received, the same span as the server's predicted_ms plus transport. (Counting
-                # from the first visible token would flatter the client: the server holds back tokens
-                # that might open a tool call or a reasoning block.)
-                stats.client_tokens_per_second = n_out / (last - started - stats.prompt_ms / 1000)
-            elif first and n_out > 1 and last > first:
-                stats.client_tokens_per_second = (n_out - 1) / (last - first)
+        stats.add_client_speed(started, first, last)
         after = await self.server.counters() if before is not None else None
         self._counters_after = after
         server_side.full_reprocess_logged = self.server.log_says_full_reprocess()
@@ -421,15 +404,7 @@ class ModelClient:
         stats.cache_break = self.cache_watch.explain(
             messages, tools or [], stats.cache_n, stats.prompt_n, cache_note, server_side
         )
-        if before is not None and after is not None:
-            drafted = after.get("drafted", 0) - before.get("drafted", 0)
-            if drafted > 0 and stats.draft_n is None:
-                stats.metrics_draft_n = int(drafted)
-                stats.metrics_draft_accepted = int(after.get("accepted", 0) - before.get("accepted", 0))
-            drafts = after.get("drafts", 0) - before.get("drafts", 0)
-            if drafts > 0:
-                stats.metrics_drafts = int(drafts)
-                stats.accepted_per_position = accepted_per_position(before, after)
+        stats.add_counter_deltas(before, after)
         tool_calls = [
             ToolCall(id=slot.id or f"call_{index}", name=slot.name, arguments="".join(slot.arguments))
             for index, slot in sorted(calls.items())

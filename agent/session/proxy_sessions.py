@@ -96,10 +96,17 @@ class ProxySessions:
         return turn
 
     def end(
-        self, turn: Turn, answer: Answer, status: int, failure: str, counters: dict[str, float] | None
+        self,
+        turn: Turn,
+        answer: Answer,
+        status: int,
+        failure: str,
+        counters: dict[str, float] | None,
+        reprocessed: bool = False,
     ) -> TurnStats | None:
         """Record how the request ended: its figures when the server answered, else what went wrong
-        (`failure`: the server's error, the server gone mid-answer, the client gone)."""
+        (`failure`: the server's error, the server gone mid-answer, the client gone). `reprocessed`: the
+        server's log said it re-processed a whole prompt meanwhile."""
         self.in_flight.remove(turn)
         conversation, recorder = turn.conversation, turn.conversation.recorder
         error = failure or answer.error or (f"HTTP {status}" if status >= 400 else "")
@@ -115,7 +122,7 @@ class ProxySessions:
             recorder(ErrorEvent("proxied_request", f"turn {turn.number}: {error}", fatal=False))
             self._report(conversation, turn.number, None, error)
             return None
-        stats = self._stats(turn, answer, counters)
+        stats = self._stats(turn, answer, counters, reprocessed)
         recorder(TurnCompleted(turn.number, stats))
         self._report(conversation, turn.number, stats, error)
         return stats
@@ -129,7 +136,9 @@ class ProxySessions:
             conversation.recorder.close()
         self.conversations = []
 
-    def _stats(self, turn: Turn, answer: Answer, counters: dict[str, float] | None) -> TurnStats:
+    def _stats(
+        self, turn: Turn, answer: Answer, counters: dict[str, float] | None, reprocessed: bool
+    ) -> TurnStats:
         usage = answer.usage
         stats = TurnStats.from_timings(
             answer.timings,
@@ -144,7 +153,8 @@ class ProxySessions:
         stats.add_client_speed(answer.started, answer.first, answer.last)
         conversation = turn.conversation
         server = ServerSide(reason=str(stats.timings_extra.get("cache_reason") or ""))
-        if not turn.overlapped:
+        if not turn.overlapped:  # what the counters and the log say is this request's alone
+            server.full_reprocess_logged = reprocessed
             stats.add_counter_deltas(turn.counters_before, counters)
             server.foreign_tokens = tokens_between(conversation.counters_after, turn.counters_before)
         conversation.counters_after = counters

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
 from functools import partial
 
 import anyio
@@ -24,9 +23,10 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from agent.server.admin import ServerAdmin
+from agent.server.endpoint import Endpoint
 from agent.session.api_answer import Answer, Asked, api_of
 from agent.session.proxy_sessions import ProxySessions, Turn
-from agent.store.telemetry import parse_server_counters
 
 # Hop-by-hop headers (RFC 9110) and those the HTTP layers set for themselves; accept-encoding goes so
 # that the server sends bytes the reader can read (llama-server compresses nothing anyway).
@@ -42,18 +42,10 @@ RESPONSE_DROPPED = {"transfer-encoding", "connection", "keep-alive"}
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
 
 
-@dataclass
-class Upstream:
-    """The server the proxy passes to: its root URL (no /v1), key and Prometheus counters."""
-
-    root: str
-    api_key: str | None = None
-    metrics_url: str | None = None
-
-
 class RecordingProxy:
-    def __init__(self, upstream: Upstream, sessions: ProxySessions) -> None:
-        self.upstream, self.sessions = upstream, sessions
+    def __init__(self, endpoint: Endpoint, sessions: ProxySessions) -> None:
+        self.endpoint, self.sessions = endpoint, sessions
+        self.server = ServerAdmin(endpoint)  # its counters and log, read around each request
         # No read timeout: a long prefill on a big prompt sends nothing for minutes, and the client
         # decides how long it waits.
         self.client = httpx2.AsyncClient(timeout=httpx2.Timeout(10.0, read=None), trust_env=False)
@@ -61,38 +53,29 @@ class RecordingProxy:
 
     async def aclose(self) -> None:
         await self.client.aclose()
-
-    async def counters(self) -> dict[str, float] | None:
-        if not self.upstream.metrics_url:
-            return None
-        try:
-            reply = await self.client.get(self.upstream.metrics_url, headers=self._auth({}), timeout=5.0)
-            reply.raise_for_status()
-            return parse_server_counters(reply.text)
-        except (httpx2.HTTPError, ValueError):
-            return None
+        await self.server.close()
 
     def _auth(self, headers: dict[str, str]) -> dict[str, str]:
         """The server's key where the client sent none (a client that sends its own is passed as is)."""
-        if self.upstream.api_key and not any(k.lower() in ("authorization", "x-api-key") for k in headers):
-            headers["authorization"] = f"Bearer {self.upstream.api_key}"
+        if self.endpoint.api_key and not any(k.lower() in ("authorization", "x-api-key") for k in headers):
+            headers["authorization"] = f"Bearer {self.endpoint.api_key}"
         return headers
 
     async def forward(self, request: Request) -> Response:
         body = await request.body()
         headers = self._auth({k: v for k, v in request.headers.items() if k.lower() not in REQUEST_DROPPED})
-        url = self.upstream.root + request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        url = self.server.root + request.url.path + (f"?{request.url.query}" if request.url.query else "")
         api = api_of(request.url.path) if request.method == "POST" else None
         asked = Asked.read(api, body, {k.lower(): v for k, v in request.headers.items()}) if api else None
         turn = None
         if asked is not None:
-            before = await self.counters()
+            before = await self.server.counters()
             turn = self.sessions.begin(asked, request.headers.get("user-agent", ""), before)
         outgoing = self.client.build_request(request.method, url, headers=headers, content=body)
         try:
             response = await self.client.send(outgoing, stream=True)
         except httpx2.TransportError as exc:
-            message = f"the model server at {self.upstream.root} did not answer: {exc or type(exc).__name__}"
+            message = f"the model server at {self.server.root} did not answer: {exc or type(exc).__name__}"
             if turn is not None:
                 self.sessions.end(turn, Answer(turn.asked.api, False), 502, message, None)
             return Response(
@@ -127,8 +110,9 @@ class RecordingProxy:
                 await response.aclose()
                 if turn is not None:
                     answer.finish_reading()
-                    after = await self.counters()
-                    self.sessions.end(turn, answer, response.status_code, failure, after)
+                    after = await self.server.counters()
+                    reprocessed = self.server.log_says_full_reprocess()
+                    self.sessions.end(turn, answer, response.status_code, failure, after, reprocessed)
 
 
 class PassingResponse(StreamingResponse):

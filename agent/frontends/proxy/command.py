@@ -15,11 +15,13 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx2
 import uvicorn
 
 from agent.errors import ConfigError
 from agent.frontends import console
-from agent.frontends.proxy.app import RecordingProxy, Upstream
+from agent.frontends.proxy.app import RecordingProxy
+from agent.server.admin import ServerAdmin
 from agent.server.lifecycle import port_is_free
 from agent.session.connect import Connection, connect, resolve_profile
 from agent.session.proxy_sessions import Conversation, ProxySessions, proxied_summary
@@ -82,10 +84,9 @@ async def serving(connection: Connection, port: int, quiet: bool = False) -> Asy
             f"Stop what listens on it, or pick another with --port (`ss -ltnp 'sport = :{port}'` shows who).",
         )
     endpoint = connection.endpoint
-    root = endpoint.base_url.rstrip("/").removesuffix("/v1")
     report = None if quiet else (lambda *turn: console.out.print(turn_line(*turn), highlight=False))
     sessions = ProxySessions(state_dir(), connection.profile.name, connection.profile.spec_label, report)
-    proxy = RecordingProxy(Upstream(root, endpoint.api_key, endpoint.metrics_url), sessions)
+    proxy = RecordingProxy(endpoint, sessions)
     config = uvicorn.Config(
         proxy.app, host=HOST, port=port, log_level="critical", lifespan="off",
         server_header=False, date_header=False,  # the server's own headers pass through instead
@@ -99,7 +100,7 @@ async def serving(connection: Connection, port: int, quiet: bool = False) -> Asy
                 task.result()  # raises what stopped it
                 raise ConfigError(f"the proxy could not listen on {HOST}:{port}")
             await asyncio.sleep(0.02)
-        model = endpoint.model or await served_model(proxy) or connection.profile.name
+        model = endpoint.model or await served_model(proxy.server) or connection.profile.name
         yield Proxied(f"http://{HOST}:{port}", model, sessions, connection)
     finally:
         server.should_exit = True
@@ -109,12 +110,11 @@ async def serving(connection: Connection, port: int, quiet: bool = False) -> Asy
         sessions.close()
 
 
-async def served_model(proxy: RecordingProxy) -> str:
-    """The model the server names first on /v1/models ("" when it will not say)."""
+async def served_model(server: ServerAdmin) -> str:
+    """The model the server names on /v1/models ("" when it will not say)."""
     try:
-        reply = await proxy.client.get(proxy.upstream.root + "/v1/models", timeout=5.0)
-        return str(reply.json()["data"][0]["id"])
-    except Exception:  # any failure: the caller falls back to the profile's name
+        return await server.model_name()
+    except httpx2.TransportError:
         return ""
 
 
