@@ -1,15 +1,20 @@
-"""Slash commands: the table (names, arguments, help, and which of them editors get over ACP), how a
-typed line is read, and what the commands that every front end runs alike do.
+"""Slash commands: the one table (names, arguments, help, which of them editors get over ACP, what the
+ones every front end runs alike do), how a typed line is read, and the one dispatch of a line to its
+command.
 
-The TUI runs every command (agent/frontends/tui/slash.py); editors get those marked `editors`
-(agent/frontends/acp/agent.py advertises them in `available_commands_update` and runs them when a
-prompt starts with one). What a command does to the session lives here once: /undo restores the same
-checkpoint, /diff reads the same diff, /compact asks the same compaction, /stats says the same figures,
-whichever front end shows the result.
+The TUI runs every command; editors get those marked `editors` (agent/frontends/acp/agent.py advertises
+them in `available_commands_update` and runs them when a prompt starts with one). A command with `run`
+does the same whichever front end asks: /undo restores the same checkpoint, /diff reads the same diff,
+/compact asks the same compaction, /stats says the same figures, and each front end shows the `Reply` its
+own way. A command without `run` is a front end's own (the TUI's /help, /resume, /quit...), and a front end
+may hand in its own way of running one that has `run` (the TUI asks before /profile switches). Either
+way the line goes through `dispatch`: the same parse, the same refusals, the same errors.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,10 +22,35 @@ from agent.core.loop import Agent
 from agent.core.workbench import Workbench
 from agent.errors import AgentError
 from agent.server.profiles import load_profiles
+from agent.session.live import LiveSession
 from agent.store.telemetry import TurnStats, summarise_turns
 from tools.approval import MODES_IN_WORDS
 from tools.base import ToolError
 from tools.mcp import MCPServers
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a command says. `form` tells a front end how to show it: "plain" text, a "listing" of lines
+    kept as they are, the session's "figures", or a unified "diff"; `severity` is "", "warning" or "error"."""
+
+    text: str
+    form: str = "plain"
+    severity: str = ""
+
+
+@dataclass
+class CommandTarget:
+    """What a command acts on: the folder's workbench, the open session (None while the server starts),
+    and the host's way to move the session to another profile (what it says of the switch)."""
+
+    workbench: Workbench
+    live: LiveSession | None
+    switch_profile: Callable[[str], Awaitable[str]]
+
+
+SharedRun = Callable[[CommandTarget, str], Awaitable[Reply]]
+OwnRun = Callable[[str], Awaitable[Reply | None]]  # a front end's own: None when it showed the result itself
 
 
 @dataclass(frozen=True)
@@ -31,46 +61,13 @@ class SlashCommand:
     editors: bool = False  # editors (ACP) get it too
     editor_help: str = ""  # its help there, where it differs from the TUI's
     hint: str = ""  # what an editor shows for its argument before one is typed
+    run: SharedRun | None = None  # what it does in every front end; None: a front end's own
+    needs_session: bool = False  # refused while the server starts: it acts on the conversation
+    waits: bool = False  # refused while the model works: it changes the files or the conversation
 
     @property
     def description(self) -> str:
         return self.editor_help or self.help
-
-
-COMMANDS = [
-    SlashCommand("help", "", "what each command and key does"),
-    SlashCommand(
-        "profile",
-        "NAME",
-        "switch server profile (restarts the server after you confirm)",
-        editors=True,
-        editor_help="switch the server profile: its server starts, and the conversation carries over",
-        hint="a profile name (none: list them)",
-    ),
-    SlashCommand("approval", "MODE", MODES_IN_WORDS),
-    SlashCommand(
-        "clear",
-        "",
-        "start a new session on the same server",
-        editors=True,
-        editor_help="forget the conversation and start afresh on the same server",
-    ),
-    SlashCommand("compact", "", "summarise the older turns to free context", editors=True),
-    SlashCommand(
-        "undo", "", "restore the files as they were before the last prompt's first change", editors=True
-    ),
-    SlashCommand("diff", "", "what changed since the last checkpoint", editors=True),
-    SlashCommand("stats", "", "this session's speed, cache reuse and draft acceptance", editors=True),
-    SlashCommand("mcp", "", "MCP servers and their tools", editors=True),
-    SlashCommand("sessions", "", "this folder's recent sessions"),
-    SlashCommand("resume", "ID", "continue a recorded session"),
-    SlashCommand("restart", "", "restart the model server (after it stopped)"),
-    SlashCommand("trust", "", "use this folder's own .agent/config.toml, .agent/profiles and .mcp.json"),
-    SlashCommand("quit", "", "leave (stops the server this session started)"),
-]
-BY_NAME = {c.name: c for c in COMMANDS}
-EDITOR_COMMANDS = [c for c in COMMANDS if c.editors]
-OPTIONAL_ARGUMENT = ("profile", "approval", "resume")  # without it, the command says what there is
 
 
 class UnknownCommand(ValueError):
@@ -202,3 +199,136 @@ def mcp_lines(mcp: MCPServers | None) -> list[str]:
             f"{conn.name}: " + (f"down ({failure})" if failure else f"{len(tools)} tools: {', '.join(tools)}")
         )
     return lines
+
+
+# ------------------------------------------------------------------ the shared commands, as the table runs them
+
+
+def _lines(lines: list[str], form: str = "listing") -> Reply:
+    return Reply("\n".join(lines), form)
+
+
+async def _run_profile(target: CommandTarget, name: str) -> Reply:
+    if not name:
+        current = target.live.profile.name if target.live else None
+        return Reply(profiles_line(current, target.workbench.workspace))
+    return Reply(await target.switch_profile(name))
+
+
+async def _run_clear(target: CommandTarget, _argument: str) -> Reply:
+    assert target.live is not None
+    target.live.clear()
+    return Reply("Cleared the conversation: the next prompt starts afresh, on the same server.")
+
+
+async def _run_compact(target: CommandTarget, _argument: str) -> Reply:
+    assert target.live is not None
+    _, said = await compact(target.live.agent)
+    return Reply(said)
+
+
+async def _run_undo(target: CommandTarget, _argument: str) -> Reply:
+    return Reply(await asyncio.to_thread(undo, target.workbench), "listing")
+
+
+async def _run_diff(target: CommandTarget, _argument: str) -> Reply:
+    changed = await asyncio.to_thread(diff, target.workbench)
+    return Reply(changed, "diff") if changed.strip() else Reply(NO_DIFF)
+
+
+async def _run_stats(target: CommandTarget, _argument: str) -> Reply:
+    assert target.live is not None
+    return _lines(stats_lines(target.live.session_id, target.live.recorder.stats), "figures")
+
+
+async def _run_mcp(target: CommandTarget, _argument: str) -> Reply:
+    return _lines(mcp_lines(target.live.mcp if target.live else None))
+
+
+# ------------------------------------------------------------------ the table
+
+COMMANDS = [
+    SlashCommand("help", "", "what each command and key does"),
+    SlashCommand(
+        "profile",
+        "NAME",
+        "switch server profile (restarts the server after you confirm)",
+        editors=True,
+        editor_help="switch the server profile: its server starts, and the conversation carries over",
+        hint="a profile name (none: list them)",
+        run=_run_profile,
+        waits=True,
+    ),
+    SlashCommand("approval", "MODE", MODES_IN_WORDS, needs_session=True),
+    SlashCommand(
+        "clear",
+        "",
+        "start a new session on the same server",
+        editors=True,
+        editor_help="forget the conversation and start afresh on the same server",
+        run=_run_clear,
+        needs_session=True,
+        waits=True,
+    ),
+    SlashCommand(
+        "compact",
+        "",
+        "summarise the older turns to free context",
+        editors=True,
+        run=_run_compact,
+        needs_session=True,
+        waits=True,
+    ),
+    SlashCommand(
+        "undo",
+        "",
+        "restore the files as they were before the last prompt's first change",
+        editors=True,
+        run=_run_undo,
+        waits=True,
+    ),
+    SlashCommand("diff", "", "what changed since the last checkpoint", editors=True, run=_run_diff),
+    SlashCommand(
+        "stats",
+        "",
+        "this session's speed, cache reuse and draft acceptance",
+        editors=True,
+        run=_run_stats,
+        needs_session=True,
+    ),
+    SlashCommand("mcp", "", "MCP servers and their tools", editors=True, run=_run_mcp),
+    SlashCommand("sessions", "", "this folder's recent sessions"),
+    SlashCommand("resume", "ID", "continue a recorded session", needs_session=True, waits=True),
+    SlashCommand("restart", "", "restart the model server (after it stopped)", waits=True),
+    SlashCommand("trust", "", "use this folder's own .agent/config.toml, .agent/profiles and .mcp.json"),
+    SlashCommand("quit", "", "leave (stops the server this session started)"),
+]
+BY_NAME = {c.name: c for c in COMMANDS}
+EDITOR_COMMANDS = [c for c in COMMANDS if c.editors]
+OPTIONAL_ARGUMENT = ("profile", "approval", "resume")  # without it, the command says what there is
+
+
+async def dispatch(
+    line: str, target: CommandTarget, own: Mapping[str, OwnRun] | None = None, busy: bool = False
+) -> Reply | None:
+    """Run the command a typed line names: the front end's own way (`own`, by name) where it has one,
+    else the table's. What went wrong is the reply (an unknown name, a command refused now, an
+    AgentError a command raised); None: the front end's own command showed its result itself."""
+    own = own or {}
+    try:
+        command, argument = parse(line)
+    except UnknownCommand as exc:
+        return Reply(str(exc), severity="error")
+    if command.waits and busy:
+        return Reply(f"/{command.name} waits until the model is done: Esc interrupts it.", severity="warning")
+    if command.needs_session and target.live is None:
+        return Reply(f"/{command.name} needs the server: it is not ready yet.", severity="warning")
+    run = own.get(command.name)
+    try:
+        if run is not None:
+            return await run(argument)
+        if command.run is not None:
+            return await command.run(target, argument)
+    except AgentError as exc:
+        return Reply(str(exc), severity="error")
+    return Reply(f"/{command.name} does not run in this front end", severity="error")

@@ -14,15 +14,17 @@ the action protocol reopen the session on the other server or protocol, as /prof
 
 A prompt goes the one way every front end sends it (`LiveSession.prompt`: the task message, the
 project's check loop, the changes, the auto-commit); a prompt that starts with one of the slash commands
-editors get (agent/session/slash_commands.py) runs that command instead. The commands are advertised in
+editors get runs that command instead, through the host's dispatch of the one table
+(agent/session/slash_commands.py), as the TUI's commands go. The commands are advertised in
 an `available_commands_update` sent once the session/new (or session/load) response has been written:
 Zed drops session updates that come before that response (zed#60199), and then refuses every command.
 The SDK's stream observers (`observers=` of `acp.run_agent`) are told of each message after it is
 written; `observe` watches for those responses.
 
-One process serves many sessions. The server connection of a profile is opened once (in a thread, so
-that the protocol keeps flowing while llama-server loads) and shared by the sessions on it; it is
-stopped when the client goes, or when /profile moves the last session on it to another server. A
+One process serves many sessions, through one session host (agent/session/host.py): the server
+connection of a profile is opened once (in a thread, so that the protocol keeps flowing while
+llama-server loads) and shared by the sessions on it; it is stopped when the client goes, or when
+/profile moves the last session on it to another server. A
 workspace has one live session per process: opening another there ends the previous one (its
 transcript is finished; `session/load` brings it back), because the workspace lock refuses a second
 agent in the same folder.
@@ -32,11 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import sys
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import AsyncExitStack, ExitStack
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,34 +44,27 @@ from acp.connection import StreamDirection, StreamEvent
 from acp.helpers import update_available_commands  # (in acp.helpers' __all__, not re-exported by `acp`)
 from acp.schema import (
     AgentCapabilities,
-    AvailableCommand,
-    AvailableCommandInput,
     CloseSessionResponse,
     ConfigOptionUpdate,
     CurrentModeUpdate,
     Implementation,
     InitializeResponse,
-    ListSessionsResponse,
     LoadSessionResponse,
     McpCapabilities,
     NewSessionResponse,
-    PermissionOption,
     PromptCapabilities,
     PromptResponse,
     ResumeSessionResponse,
     SessionCapabilities,
     SessionCloseCapabilities,
-    SessionInfo,
     SessionListCapabilities,
     SessionResumeCapabilities,
     SetSessionConfigOptionResponse,
     SetSessionModeResponse,
-    ToolCallUpdate,
-    UnstructuredCommandInput,
 )
 
 from agent import __version__
-from agent.errors import AgentError, ConfigError, LLMError
+from agent.errors import AgentError, LLMError
 from agent.events import (
     ApprovalAnswer,
     ApprovalRequested,
@@ -83,18 +74,22 @@ from agent.events import (
     Notice,
 )
 from agent.frontends.acp import pickers
+from agent.frontends.acp.approvals import ask_client
+from agent.frontends.acp.commands import editor_commands, shown
+from agent.frontends.acp.recorded import recorded, sessions_page
 from agent.frontends.acp.session import AcpSession, client_servers, prompt_text
 from agent.frontends.acp.views import replayed, updates
-from agent.server.profiles import ServerProfile, get_profile
+from agent.server.profiles import ServerProfile
 from agent.session import slash_commands
 from agent.session.actions import protocol_names
-from agent.session.connect import Connection, connect, last_log_line, server_log, session_profile
-from agent.session.live import SessionSetup, open_session
+from agent.session.connect import Connection, last_log_line, server_log, session_profile
+from agent.session.host import SessionHost, start_failure
+from agent.session.live import SessionSetup
 from agent.session.mcp_servers import mcp_configs
 from agent.session.parts import Limits, Outcome
-from agent.session.slash_commands import EDITOR_COMMANDS, SlashCommand
-from agent.settings.config import Settings, load_settings, state_dir
-from agent.store.transcripts import SessionRecord, SessionSummary, load_session, recorded_sessions
+from agent.session.slash_commands import SlashCommand
+from agent.settings.config import Settings, load_settings
+from agent.store.transcripts import SessionRecord
 from tools.approval import MODES
 
 # How a prompt ended (the loop's outcome) as ACP's stop reason. The rest (a model that kept repeating
@@ -102,7 +97,6 @@ from tools.approval import MODES
 STOP = {"completed": "end_turn", "limit": "max_turn_requests", "cancelled": "cancelled"}
 # The requests whose response opens a session: once it is written, the session's commands follow.
 OPENING_METHODS = ("session/new", "session/load", "session/resume")
-LIST_PAGE = 50  # sessions per session/list answer
 
 
 def log(line: str) -> None:
@@ -116,16 +110,9 @@ class SpecAgent:
         self.profile_name, self.base_url, self.figures_line = profile, base_url, figures_line
         self.conn: Any = None
         self.sessions: dict[str, AcpSession] = {}
-        self.connections: dict[str, Connection] = {}
-        # The connections this process opened, each in a stack of its own (closed when /profile leaves it
-        # unused) inside `servers`, which closes them all when the client goes, a start cut short too.
-        self.servers = ExitStack()
-        self.server_stacks: dict[str, ExitStack] = {}
-        # Starts run here, not in asyncio's pool: a client that goes mid-start cancels the request, not
-        # the thread, and the shutdown must wait for the thread before it closes what it opened.
-        self.starter = ThreadPoolExecutor(max_workers=2, thread_name_prefix="agent-acp-start")
-        self.starting: dict[str, asyncio.Future] = {}
-        self.closing = False
+        self.host = SessionHost(progress=self._progress_threadsafe)
+        self.loop: asyncio.AbstractEventLoop | None = None  # where a start's progress is told the client
+        self._said: dict[str, tuple[float, str, str]] = {}  # each profile's last progress, said once
         self.background: set[asyncio.Task] = set()  # progress notifications on their way
         self.opening: dict[Any, str | None] = {}  # session/new and /load requests: their session's id
 
@@ -159,16 +146,16 @@ class SpecAgent:
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers=None, **_: Any
     ) -> LoadSessionResponse:
-        record = _recorded(session_id)
+        record = recorded(session_id)
         if session_id in self.sessions:
             await self._close(self.sessions.pop(session_id))
         session = await self._open(Path(cwd), mcp_servers or [], resume=record)
         # The conversation as the client would have seen it, before the answer (the protocol's order).
         for event in record.events:
             for update in replayed(session, event):
-                self._put(session, update)
+                session.put(update)
         self._release_held(session)
-        await self._flush(session)
+        await session.flush()
         return LoadSessionResponse(modes=self._modes(session), config_options=self._options(session))
 
     async def resume_session(
@@ -176,7 +163,7 @@ class SpecAgent:
     ) -> ResumeSessionResponse:
         """A recorded session (whichever front end recorded it) goes on without its replay: the client
         shows the conversation it kept. One open here already is answered as it is."""
-        record = _recorded(session_id)
+        record = recorded(session_id)
         session = self.sessions.get(session_id)
         if session is None or session.closed or session.workspace != Path(cwd).resolve():
             if session is not None:
@@ -190,15 +177,7 @@ class SpecAgent:
         if cwd is not None and not Path(cwd).is_absolute():
             raise RequestError.invalid_params({"cwd": cwd, "message": "cwd must be an absolute path"})
 
-        def page() -> tuple[list, str | None]:
-            found = recorded_sessions(state_dir(), Path(cwd) if cwd else None)
-            after = (s for s in found if not cursor or s.session_id < cursor)
-            listed = list(itertools.islice(after, LIST_PAGE + 1))
-            more = len(listed) > LIST_PAGE
-            return listed[:LIST_PAGE], listed[LIST_PAGE - 1].session_id if more else None
-
-        listed, next_cursor = await asyncio.to_thread(page)
-        return ListSessionsResponse(sessions=[_info(s) for s in listed], next_cursor=next_cursor)
+        return await asyncio.to_thread(sessions_page, Path(cwd) if cwd else None, cursor)
 
     async def close_session(self, session_id: str, **_: Any) -> CloseSessionResponse:
         """End the session (a running prompt is cancelled first, its transcript finished) and stop the
@@ -207,7 +186,7 @@ class SpecAgent:
         if session is None:
             raise RequestError.resource_not_found(session_id)
         await self._close(session, why="the client closed the session (session/close)")
-        await self._release(session.live.connection)
+        await self.host.release(session.live.connection)
         return CloseSessionResponse()
 
     # ------------------------------------------------------------------ the commands, after the response
@@ -225,25 +204,23 @@ class SpecAgent:
             session_id = self.opening.pop(message["id"]) or (message.get("result") or {}).get("sessionId")
             session = self.sessions.get(session_id) if "result" in message else None
             if session is not None and not session.closed:
-                self._put(session, update_available_commands(editor_commands()))
+                session.put(update_available_commands(editor_commands()))
 
     async def _open(
         self,
         cwd: Path,
         client_mcp: list,
         resume: SessionRecord | None,
-        profile: ServerProfile | None = None,
-        approval: str | None = None,
-        actions: str | None = None,
     ) -> AcpSession:
-        """A session in `cwd`, new or resumed, on `profile` (a switch's; else `agent acp`'s own flags',
-        else what the resumed session ran on) with `actions` (a switch's; else what the client picked for
-        the resumed session, open_session's `resumed_actions`; else the profile's)."""
+        """A session in `cwd`, new or resumed, on `agent acp`'s own profile flags, else what the resumed
+        session ran on, with the action protocol the client picked for it (open_session's
+        `resumed_actions`), else the profile's."""
         if not cwd.is_absolute() or not cwd.is_dir():
             raise RequestError.invalid_params(
                 {"cwd": str(cwd), "message": "cwd must be an existing absolute folder"}
             )
         workspace = cwd.resolve()
+        self.loop = asyncio.get_running_loop()
         for other in [s for s in self.sessions.values() if s.workspace == workspace]:
             await self._close(other)  # the workspace lock admits one agent per folder
             self.sessions.pop(other.session_id, None)
@@ -251,87 +228,49 @@ class SpecAgent:
         holder: list[AcpSession] = []
         try:
             settings = load_settings(workspace)
-            if profile is None:
-                profile = session_profile(settings, workspace, self.profile_name, self.base_url, resume, log)
+            profile = session_profile(settings, workspace, self.profile_name, self.base_url, resume, log)
             configs = mcp_configs(settings, workspace)
             configs.update(client_servers(client_mcp, taken=set(configs)))
             connection = await self._connection(settings, profile)
             setup = SessionSetup(
                 settings, workspace, profile, "agent acp", approve=lambda asked: self._approve(holder[0], asked),
-                approval=approval or settings.approval, limits=Limits(max_turns=settings.max_turns),
-                actions=actions, options={"actions": actions} if actions else {},  # (for a resume)
-                resume=resume, mcp_servers=configs, connection=connection,
+                approval=settings.approval, limits=Limits(max_turns=settings.max_turns), resume=resume,
+                mcp_servers=configs, connection=connection,
             )  # fmt: skip
-            stack = AsyncExitStack()
-            live = await stack.enter_async_context(
-                open_session(setup, lambda event: self._on_event(holder, early, event))
-            )
+            hosted = await self.host.open(setup, lambda event: self._on_event(holder, early, event))
         except (AgentError, LLMError) as exc:  # a folder another agent holds, a bad config, a dead server
             raise RequestError(-32000, _first_line(exc), {"message": str(exc)}) from exc
-        session = AcpSession(
-            live, workspace, stack, asyncio.Queue(), held=early, client_mcp=client_mcp, actions=actions
-        )
+        session = AcpSession(hosted, asyncio.Queue(), held=early)
         holder.append(session)
-        session.sender = asyncio.create_task(self._send_loop(session))
+        session.sender = asyncio.create_task(session.send_all(self.conn, log))
         self.sessions[session.session_id] = session
         return session
 
     async def _connection(self, settings: Settings, profile: ServerProfile) -> Connection:
-        """The profile's server, started (or attached to) once per process, in a thread: the protocol
-        keeps flowing while it loads, and the client hears of its progress."""
-        key = f"{profile.name}:{profile.port}:{profile.base_url or ''}"
-        if key in self.connections:
-            return self.connections[key]
-        if key in self.starting:
-            return await asyncio.shield(self.starting[key])
-        loop = asyncio.get_running_loop()
-        said: list[tuple[str, str]] = []
-
-        def progress(elapsed: float, phase: str, last: str) -> None:
-            if self.closing:  # the client went while the server loaded: `start` stops it
-                raise AgentError("the client closed the connection while the server started")
-            if said and said[-1] == (phase, last):  # (called every 0.25 s: only what changed)
-                return
-            said.append((phase, last))
-            log(f"[{elapsed:5.1f}s] {profile.name}: {phase}  {last[:160]}")
-            loop.call_soon_threadsafe(self._progress, profile.name, elapsed, phase, last)
-
-        future: asyncio.Future = loop.create_future()
-        self.starting[key] = future
-        stack = self.servers.enter_context(ExitStack())  # (before the thread enters the connection in it)
+        """The profile's server, started (or attached to) once per process by the host, in a thread: the
+        protocol keeps flowing while it loads, and the client hears of its progress."""
         try:
-            opening = connect(settings, profile, report=progress)
-            started = self.starter.submit(stack.enter_context, opening)
-            connection = await asyncio.wrap_future(started)
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # (retrieved: a second caller may never wait on it)
-            if isinstance(exc, AgentError):
-                last = last_log_line(profile)
-                # Clients show the message alone: it carries the log's last line, the likeliest reason.
-                said = _first_line(exc) + (f" (log: {last.strip()})" if last.strip() else "")
-                details = {"message": str(exc), "log": str(server_log(profile)), "log_last_line": last}
-                raise RequestError(-32000, said, details) from exc
-            raise
-        finally:
-            self.starting.pop(key, None)
-        self.connections[key], self.server_stacks[key] = connection, stack
-        future.set_result(connection)
-        return connection
+            return await self.host.connection(settings, profile)
+        except AgentError as exc:
+            # Clients show the message alone: it carries the log's last line, the likeliest reason.
+            last = last_log_line(profile)
+            details = {"message": str(exc), "log": str(server_log(profile)), "log_last_line": last}
+            raise RequestError(-32000, start_failure(exc, profile), details) from exc
 
-    async def _release(self, connection: Connection) -> None:
-        """Stop a server no session uses any more (one this process started; an attached one is left)."""
-        if any(s.live.connection is connection for s in self.sessions.values()):
-            return
-        for key, known in list(self.connections.items()):
-            if known is connection:
-                del self.connections[key]
-                await asyncio.to_thread(self.server_stacks.pop(key).close)
+    def _progress_threadsafe(self, profile: str, elapsed: float, phase: str, last: str) -> None:
+        """A start's progress, from the host's thread: logged, and told the client in the event loop."""
+        said = self._said.get(profile)
+        if said is not None and said[1:] == (phase, last) and elapsed >= said[0]:
+            return  # (called every 0.25 s: only what changed; a new start begins at 0 s again)
+        self._said[profile] = (elapsed, phase, last)
+        log(f"[{elapsed:5.1f}s] {profile}: {phase}  {last[:160]}")
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self._progress, profile, elapsed, phase, last)
 
     def _progress(self, profile: str, elapsed: float, phase: str, last: str) -> None:
         """A server that takes time to load says so: an extension notification (ACP has no standard one
         before a session exists); clients that do not know it ignore it, and stderr has it too."""
-        if self.conn is not None and not self.closing:
+        if self.conn is not None and not self.host.closing:
             params = {"profile": profile, "elapsed": round(elapsed, 1), "phase": phase, "log": last}
             task = asyncio.ensure_future(
                 self._quietly(self.conn.ext_notification("spec-agent/server_progress", params))
@@ -357,14 +296,14 @@ class SpecAgent:
         )
 
     def _options_changed(self, session: AcpSession) -> None:
-        self._put(session, ConfigOptionUpdate(session_update="config_option_update",
+        session.put(ConfigOptionUpdate(session_update="config_option_update",
                                               config_options=self._options(session)))  # fmt: skip
 
     async def set_session_mode(self, session_id: str, mode_id: str, **_: Any) -> SetSessionModeResponse:
         session = self._session(session_id)
         self._set_mode(session, mode_id, "modeId")
         self._options_changed(session)  # (a client that shows the pickers sees the mode there too)
-        await self._flush(session)
+        await session.flush()
         return SetSessionModeResponse()
 
     def _set_mode(self, session: AcpSession, mode: str, field: str) -> None:
@@ -372,7 +311,7 @@ class SpecAgent:
             raise RequestError.invalid_params({field: mode, "message": f"one of {', '.join(MODES)}"})
         session.live.agent.permissions.mode = mode
         session.live.recorder(Notice(f"approval mode: {mode} (set by the client)"))  # (the client knows)
-        self._put(session, CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode))
+        session.put(CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode))
 
     async def set_config_option(
         self, config_id: str, session_id: str, value: str | bool, **_: Any
@@ -396,7 +335,7 @@ class SpecAgent:
             session = self.sessions.get(session_id, session)
             if session.closed:  # it closed for the switch and did not open again (session/load can)
                 raise RequestError(-32000, said)
-            self._put(session, acp.update_agent_message_text(said + "\n"))
+            session.put(acp.update_agent_message_text(said + "\n"))
         else:
             raise RequestError.invalid_params(
                 {
@@ -404,7 +343,7 @@ class SpecAgent:
                     "message": f"one of {pickers.PROFILE}, {pickers.MODE}, {pickers.ACTIONS}",
                 }
             )
-        await self._flush(session)
+        await session.flush()
         return SetSessionConfigOptionResponse(config_options=self._options(session))
 
     def _session(self, session_id: str) -> AcpSession:
@@ -425,7 +364,7 @@ class SpecAgent:
         typed, content = prompt_text(prompt)
         self._release_held(session)
         command = slash_commands.editor_command(typed)
-        work = self._command(session, *command) if command else self._ask(session, content, typed)
+        work = self._command(session, typed, *command) if command else self._ask(session, content, typed)
         session.work = asyncio.create_task(work)
         try:
             outcome = await session.work
@@ -435,18 +374,17 @@ class SpecAgent:
             outcome = Outcome("cancelled", "", 0)
         finally:
             session.work = None
-        session = self.sessions.get(session_id, session)  # after /profile: the session reopened
-        if session.closed:
+        if session.closed:  # a switch after which it could not open again
             return PromptResponse(stop_reason=STOP.get(outcome.status, "refusal"))
         for call_id in list(session.calls):  # started, never finished: the client must not show them running
             session.calls.pop(call_id)
-            self._put(session, acp.update_tool_call(
+            session.put(acp.update_tool_call(
                 call_id, status="failed", content=[acp.tool_content(acp.text_block("(interrupted)"))]
             ))  # fmt: skip
         if outcome.status not in STOP and outcome.error:
             # Stopped by the agent itself (a model repeating itself, a server that died): say why.
-            self._put(session, acp.update_agent_message_text(f"\n\n**Stopped:** {outcome.error}\n"))
-        await self._flush(session)
+            session.put(acp.update_agent_message_text(f"\n\n**Stopped:** {outcome.error}\n"))
+        await session.flush()
         stop = STOP.get(outcome.status, "refusal")
         if outcome.status == "limit" and "model requests" not in outcome.error:
             stop = "max_tokens"  # the time or output-token limit
@@ -458,99 +396,52 @@ class SpecAgent:
         and the auto-commit. A cancel leaves a whole history (every started call gets a result)."""
         return (await session.live.prompt(content, typed)).outcome
 
-    async def _command(self, session: AcpSession, command: SlashCommand, argument: str) -> Outcome:
-        """A slash command typed in the editor: it runs as the TUI's does (agent/session/slash_commands.py),
-        and what it says is the agent's answer."""
-        live = session.live
+    async def _command(self, session: AcpSession, line: str, command: SlashCommand, argument: str) -> Outcome:
+        """A slash command typed in the editor: it runs through the host's dispatch of the one table, as the
+        TUI's do, and what it says is the agent's answer."""
+        switching = command.name == "profile" and bool(argument)
+        session.reopening = switching  # (its opening notices come as one thought, after the switch)
         try:
-            if command.name == "profile" and argument:
-                said = await self._switch_profile(session, argument)
-                self._options_changed(self.sessions.get(session.session_id, session))
-            elif command.name == "profile":
-                said = slash_commands.profiles_line(live.profile.name, session.workspace)
-            elif command.name == "compact":
-                _, said = await slash_commands.compact(live.agent)
-            elif command.name == "undo":
-                said = _fenced(await asyncio.to_thread(slash_commands.undo, live.workbench))
-            elif command.name == "diff":
-                diff = await asyncio.to_thread(slash_commands.diff, live.workbench)
-                said = _fenced(diff, "diff") if diff.strip() else slash_commands.NO_DIFF
-            elif command.name == "stats":
-                said = _fenced("\n".join(slash_commands.stats_lines(live.session_id, live.recorder.stats)))
-            elif command.name == "clear":
-                live.clear()
-                said = "Cleared the conversation: the next prompt starts afresh, on the same server."
-            elif command.name == "mcp":
-                said = _fenced("\n".join(slash_commands.mcp_lines(live.mcp)))
-            else:  # (a command marked for editors that this agent does not run: a mistake of ours)
-                said = f"/{command.name} does not run in editors"
-        except AgentError as exc:
-            said = str(exc)
-        target = self.sessions.get(session.session_id, session)
-        self._put(target, acp.update_agent_message_text(said + "\n"))
+            reply = await self.host.run_command(line, session.hosted)
+        finally:
+            session.reopening = False
+        self._release_held(session)
+        if switching and not session.closed:
+            self._options_changed(session)
+        said = shown(reply) if reply is not None else ""
+        session.put(acp.update_agent_message_text(said + "\n"))
         return Outcome("completed", said, 0)
 
     async def _switch_profile(self, session: AcpSession, name: str) -> str:
-        """/profile NAME, or the profile picker: the other server is started first (this session goes on
-        where it was if it fails), then this session continues on it (`_reopen`), and the server it
-        left is stopped when no session uses it and this process started it."""
-        live = session.live
+        """The profile picker, as /profile NAME: the other server is started first (this session goes on
+        where it was if it fails), then the session continues on it (agent/session/host.py)."""
+        session.reopening = True
         try:
-            profile = get_profile(name, session.workspace)  # an unknown name raises, with the list
-        except ConfigError as exc:
-            return str(exc)
-        if profile.name == live.profile.name:
-            return f"The profile {profile.name} is in use already."
-        try:
-            await self._connection(load_settings(session.workspace), profile)
-        except RequestError as exc:  # it did not start: this session goes on where it was
-            return f"{profile.name} did not start, so this session stays on {live.profile.name}: {exc}"
-        left = live.connection
-        reopened = await self._reopen(session, profile, session.actions)
-        await self._release(left)
-        if isinstance(reopened, str):
-            return reopened
-        return (
-            f"Switched to the profile {profile.name} ({reopened.live.model}); the conversation carries over. "
-            f"The server of {live.profile.name} was stopped if this session had started it."
-        )
+            return await self.host.switch_profile(session.hosted, name)
+        finally:
+            session.reopening = False
+            self._release_held(session)
 
     async def _switch_actions(self, session: AcpSession, mode: str) -> str:
-        """The action-protocol picker: the session continues (`_reopen`) with the other protocol's system
-        prompt and tools, on the same server; the client's pick holds across profile switches."""
+        """The action-protocol picker: the session continues (reopened as its own transcript) with the
+        other protocol's system prompt and tools, on the same server; the pick holds across profile
+        switches, and a resume finds it in the transcript's options."""
         if mode not in protocol_names():
             raise RequestError.invalid_params(
                 {"value": mode, "message": f"one of {', '.join(protocol_names())}"}
             )
         if mode == session.live.agent.actions.mode:
             return f"The action protocol {mode} is in use already."
-        reopened = await self._reopen(session, session.live.profile, mode)
-        if isinstance(reopened, str):
-            return reopened
-        return f"The model now acts with {mode}; the conversation carries over."
-
-    async def _reopen(
-        self, session: AcpSession, profile: ServerProfile, actions: str | None
-    ) -> AcpSession | str:
-        """The session closed and opened again as a resume of its own transcript (same id, the history
-        carried, the client's approval mode kept) on `profile` with `actions`; what went wrong, if it
-        could not (session/load then brings it back)."""
-        mode = session.live.agent.permissions.mode
-        if session.work is asyncio.current_task():
-            session.work = None  # (a command's own task: the close must not wait for it)
-        await self._flush(session)  # what this session said so far, before its sender stops
-        await self._close(session)
-        self.sessions.pop(session.session_id, None)
-        record = load_session(state_dir(), session.session_id)
+        profile = session.live.profile.name
+        session.reopening = True
         try:
-            reopened = await self._open(
-                session.workspace, session.client_mcp, resume=record, profile=profile, approval=mode,
-                actions=actions,
-            )  # fmt: skip
-        except RequestError as exc:
-            return f"The session could not go on with {profile.name}: {exc}. session/load brings it back."
-        self._release_held(reopened)
-        return reopened
+            await self.host.reopen(session.hosted, actions=mode, options={"actions": mode})
+        except (AgentError, LLMError) as exc:
+            return f"The session could not go on with {profile}: {_first_line(exc)}. session/load brings it back."
+        finally:
+            session.reopening = False
+            self._release_held(session)
+        return f"The model now acts with {mode}; the conversation carries over."
 
     async def cancel(self, session_id: str, **_: Any) -> None:
         session = self.sessions.get(session_id)
@@ -559,143 +450,48 @@ class SpecAgent:
 
     # ------------------------------------------------------------------ approvals
     async def _approve(self, session: AcpSession, request: ApprovalRequested) -> ApprovalAnswer:
-        await self._flush(session)  # the tool call's start reaches the client before the question
-        view = session.calls.get(request.call_id)
-        rule = request.suggested_rule
-        always = request.name if rule in ("", "*") else f"{request.name} `{rule}`"
-        options = [
-            PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
-            PermissionOption(
-                option_id="allow_always",
-                name=f"Always allow {always} (this session)",
-                kind="allow_always",
-            ),
-            PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
-        ]
-        why = f"Needs approval: {request.reason}" + (f" (rule: `{rule}`)" if rule else "")
-        tool_call = ToolCallUpdate(
-            tool_call_id=request.call_id, status="pending", title=view.title if view else request.summary,
-            kind=view.kind if view else None, locations=view.locations if view else None,
-            content=[acp.tool_content(acp.text_block(why))],  # what clients show beside the options
-        )  # fmt: skip
-        response = await self.conn.request_permission(
-            session_id=session.session_id,
-            tool_call=tool_call,
-            options=options,
-            reason=request.reason,
-            rule=rule,
-        )
-        outcome = response.outcome
-        chosen = getattr(outcome, "option_id", None) if outcome.outcome == "selected" else "cancelled"
-        # The answer, in the client's words, goes into the transcript beside the loop's decision (not back
-        # to the client, who gave it).
-        session.live.recorder(
-            Notice(f"the client answered {chosen} to {request.name}: {request.summary[:200]}")
-        )
-        if chosen == "allow_always":
-            return ApprovalAnswer("always")
-        return ApprovalAnswer("yes" if chosen == "allow_once" else "no")
+        await session.flush()  # the tool call's start reaches the client before the question
+        return await ask_client(self.conn, session, request)
 
     # ------------------------------------------------------------------ events -> updates
     def _on_event(self, holder: list[AcpSession], early: list[str], event: Event) -> None:
         """The session's events (already recorded) as ACP updates, queued in order; a task sends them."""
-        if not holder:
+        if not holder or holder[0].reopening:
             if isinstance(event, Notice | DraftOff) or (isinstance(event, ErrorEvent) and not event.fatal):
-                early.append(event.message)
+                (holder[0].held if holder else early).append(event.message)
             return
         for update in updates(holder[0], event, self.figures_line):
-            self._put(holder[0], update)
+            holder[0].put(update)
 
     def _release_held(self, session: AcpSession) -> None:
         """The session's opening notices (a draft off, an untrusted folder), as one thought."""
         if session.held:
-            self._put(session, acp.update_agent_thought_text("\n".join(session.held) + "\n"))
+            session.put(acp.update_agent_thought_text("\n".join(session.held) + "\n"))
             session.held = []
-
-    # ------------------------------------------------------------------ sending
-    def _put(self, session: AcpSession, update: Any) -> None:
-        session.outbox.put_nowait(update)
-
-    async def _send(self, session: AcpSession, update: Any) -> None:
-        self._put(session, update)
-        await self._flush(session)
-
-    async def _flush(self, session: AcpSession) -> None:
-        await session.outbox.join()
-
-    async def _send_loop(self, session: AcpSession) -> None:
-        gone = False
-        while True:
-            update = await session.outbox.get()
-            try:
-                if not gone:
-                    await self.conn.session_update(session_id=session.session_id, update=update)
-            except Exception as exc:  # the client went: the work is wound up and recorded, unsent
-                gone = True
-                log(f"acp: the client no longer hears session {session.session_id}: {exc}")
-            finally:
-                session.outbox.task_done()
 
     # ------------------------------------------------------------------ closing
     async def _close(self, session: AcpSession, why: str = "") -> None:
-        """Finish the recorded session ("interrupted" when its last prompt was cut off) and close it;
-        `why`, when given, is recorded before the end."""
-        if session.closed:
-            return
-        session.closed = True
-        outcome = "interrupted" if session.live.interrupted or session.work else "completed"
-        if session.work is not None:
-            session.work.cancel()
-            await asyncio.gather(session.work, return_exceptions=True)
-        if why and not session.live.finished:
-            session.live.recorder(Notice(why))  # (the transcript's: the client knows)
-        if not session.live.finished:
-            session.live.finish(outcome)
-        await session.stack.aclose()
+        """Finish the recorded session ("interrupted" when its last prompt was cut off), with `why`
+        recorded before the end when given, and stop sending its updates."""
+        work = session.work if session.work is not asyncio.current_task() else None
+        if not session.closed:
+            outcome = "interrupted" if session.live.interrupted or work else "completed"
+            if work is not None:
+                work.cancel()
+                await asyncio.gather(work, return_exceptions=True)
+            await self.host.close(session.hosted, outcome, why=why)
         if session.sender is not None:
             session.sender.cancel()
             await asyncio.gather(session.sender, return_exceptions=True)
 
     async def shutdown(self) -> None:
         """The client went (stdin closed): end every session whole, then the servers this process started."""
-        self.closing = True
+        self.host.closing = True  # a start under way stops at its next report
         for session in list(self.sessions.values()):
             await self._close(session)
         self.sessions.clear()
-        await asyncio.to_thread(self.starter.shutdown, wait=True)  # a start under way fails at its next check
-        await asyncio.to_thread(self.servers.close)
-        self.connections.clear()
-        self.server_stacks.clear()
-
-
-def _info(summary: SessionSummary) -> SessionInfo:
-    updated = datetime.fromtimestamp(summary.updated, UTC).isoformat(timespec="seconds")
-    return SessionInfo(
-        session_id=summary.session_id, cwd=summary.workspace, title=summary.title or None, updated_at=updated
-    )
-
-
-def _recorded(session_id: str) -> SessionRecord:
-    try:
-        return load_session(state_dir(), session_id)
-    except AgentError as exc:
-        raise RequestError.resource_not_found(session_id) from exc
+        await self.host.shutdown()
 
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0]
-
-
-def _fenced(text: str, language: str = "") -> str:
-    fence = "````" if "```" in text else "```"
-    return f"{fence}{language}\n{text.rstrip()}\n{fence}"
-
-
-def editor_commands() -> list[AvailableCommand]:
-    """The slash commands editors get, as ACP names them: each with its description, and an input hint
-    where it takes an argument."""
-    hint = lambda c: AvailableCommandInput(UnstructuredCommandInput(hint=c.hint or c.argument))  # noqa: E731
-    return [
-        AvailableCommand(name=c.name, description=c.description, input=hint(c) if c.argument else None)
-        for c in EDITOR_COMMANDS
-    ]

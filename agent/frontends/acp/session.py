@@ -1,13 +1,14 @@
-"""One ACP session: its state (the live session, the queue of updates on their way to the client, the tool
+"""One ACP session: its state (the hosted session, the queue of updates on their way to the client, the tool
 calls the client has been told of), and what the client hands a session in our terms: its prompt's
 blocks as text, its MCP servers as configurations."""
 
 from __future__ import annotations
 
 import asyncio
-from contextlib import AsyncExitStack
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from acp.schema import (
     EmbeddedResourceContentBlock,
@@ -20,6 +21,7 @@ from acp.schema import (
     ToolCallLocation,
 )
 
+from agent.session.host import HostedSession
 from agent.session.live import LiveSession
 from tools.mcp import MCPServerConfig
 
@@ -37,23 +39,53 @@ class CallView:
 
 @dataclass
 class AcpSession:
-    live: LiveSession
-    workspace: Path
-    stack: AsyncExitStack
+    hosted: HostedSession  # the session host's: it stays across a profile or protocol switch
     outbox: asyncio.Queue
     sender: asyncio.Task | None = None
     work: asyncio.Task | None = None  # the running prompt
     calls: dict[str, CallView] = field(default_factory=dict)
     held: list[str] = field(default_factory=list)  # notices from before the client knew the session
-    client_mcp: list = field(default_factory=list)  # the client's MCP servers, for a reopening (/profile)
-    actions: str | None = None  # the action protocol the client picked (None: the profile's)
+    reopening: bool = False  # its notices are held while it opens again (a switch), then said as one
     check_call: str = ""  # the tool call showing the check that runs now
     check_rounds_left: int = 0  # how many more failures of that check go back to the model
-    closed: bool = False
+
+    @property
+    def live(self) -> LiveSession:
+        return self.hosted.live
 
     @property
     def session_id(self) -> str:
-        return self.live.session_id
+        return self.hosted.session_id
+
+    @property
+    def workspace(self) -> Path:
+        return self.hosted.workspace
+
+    @property
+    def closed(self) -> bool:
+        """Ended: by the client, or by a switch after which it could not open again."""
+        return self.hosted.closed
+
+    # Updates go out in order, one task sending them: an approval or a response waits on `flush` so that
+    # what the session said before it reaches the client first.
+    def put(self, update: Any) -> None:
+        self.outbox.put_nowait(update)
+
+    async def flush(self) -> None:
+        await self.outbox.join()
+
+    async def send_all(self, conn: Any, log: Callable[[str], None]) -> None:
+        gone = False
+        while True:
+            update = await self.outbox.get()
+            try:
+                if not gone:
+                    await conn.session_update(session_id=self.session_id, update=update)
+            except Exception as exc:  # the client went: the work is wound up and recorded, unsent
+                gone = True
+                log(f"acp: the client no longer hears session {self.session_id}: {exc}")
+            finally:
+                self.outbox.task_done()
 
 
 def prompt_text(blocks: list) -> tuple[str, str]:

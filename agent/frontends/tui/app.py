@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import threading
 import time
 from contextlib import suppress
 from pathlib import Path
@@ -17,7 +16,6 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.css.query import NoMatches
-from textual.timer import Timer
 from textual.widget import MountError
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
@@ -34,7 +32,6 @@ from agent.events import (
     ErrorEvent,
     Event,
     Notice,
-    ReasoningDelta,
     SessionStarted,
     TextDelta,
     ToolCallStarted,
@@ -43,6 +40,7 @@ from agent.events import (
     TurnStarted,
 )
 from agent.frontends.tui import slash
+from agent.frontends.tui.frames import FrameOfDeltas
 from agent.frontends.tui.messages import (
     AgentEvent,
     ApprovalNeeded,
@@ -52,7 +50,7 @@ from agent.frontends.tui.messages import (
     ServerProgress,
     ServerReady,
 )
-from agent.frontends.tui.session import InteractiveSession, StartCancelled
+from agent.frontends.tui.session import InteractiveSession
 from agent.frontends.tui.widgets.approval_bar import ApprovalBar
 from agent.frontends.tui.widgets.completion_menu import CompletionMenu
 from agent.frontends.tui.widgets.conversation import Conversation
@@ -61,13 +59,13 @@ from agent.frontends.tui.widgets.server_start import ServerStart
 from agent.frontends.tui.widgets.speed_panel import SpeedPanel
 from agent.frontends.tui.widgets.status_line import StatusLine
 from agent.server.profiles import load_profiles
+from agent.session.host import StartCancelled
 from agent.settings.config import state_dir
 from agent.settings.trust import is_trusted, untrusted_notice
 from agent.store.telemetry import TurnStats
 from agent.store.transcripts import load_session
 
 QUIT_WINDOW_S = 2.0  # a second Ctrl+C within this leaves
-FRAME_S = 1 / 30  # streamed text reaches the screen at most this often
 FREEZE_EVERY = 1000  # deltas: while text streams, what it made is frozen this often (see on_deltas)
 TOK_S_EVERY_S = 0.25  # the live tok/s in the status line changes at most this often
 
@@ -88,7 +86,6 @@ class AgentApp(App):
         session.emit_ui = self._emit
         session.approve = self._approve
         self.resume = resume
-        self.carried: list | None = None  # history kept across a profile switch or a restart
         self.ready = False
         self._pending: ApprovalNeeded | None = None
         self._ctrl_c_at = 0.0
@@ -96,9 +93,7 @@ class AgentApp(App):
         self._unfrozen_deltas = 0
         self._frozen_in_stream = False
         self._deltas = 0
-        self._batch: list[Event] | None = None  # the deltas of this frame, not yet posted
-        self._frame: Timer | None = None
-        self._thread = threading.get_ident()
+        self._frame = FrameOfDeltas(self)
         self._trust_noticed = False
 
     # ------------------------------------------------------------------ layout
@@ -215,9 +210,8 @@ class AgentApp(App):
     @work(exclusive=True, group="server", exit_on_error=False)
     async def on_server_ready(self, _message: ServerReady) -> None:
         resume, self.resume = self.resume, None
-        history, self.carried = self.carried, None
         try:
-            await self.session.open(resume=resume, history=history)
+            await self.session.open(resume=resume)
         except AgentError as exc:
             self.post_message(ServerFailed(exc))
             return
@@ -226,8 +220,6 @@ class AgentApp(App):
         if resume:
             await self.show_recorded(load_session(state_dir(), self.session.session_id).events)
         self._notice_untrusted()
-        if history:
-            self._record_carried(history)
         self.ready = True
         self.status.state, self.status.detail = "ready", ""
         self.query_one("#title", Static).update(self._title())
@@ -255,17 +247,10 @@ class AgentApp(App):
                 self.status.add_turn(stats)
                 speed.add_turn(stats)
 
-    def _record_carried(self, history: list) -> None:
-        """The new transcript starts with the conversation carried over, so a resume finds it."""
-        self.session.emit(Compacted(0, 0, 0, "carried over from the previous server", history))
-
     async def restart_server(self, profile: str | None = None) -> None:
         """/profile and /restart: stop this server (if ours), start one, keep the conversation."""
-        if self.session.agent is not None:
-            self.carried = self.session.agent.messages[1:]
-        await self.session.close()
         self.status.state = "stopped"
-        await asyncio.to_thread(self.session.disconnect)
+        await self.session.stop_server()
         if profile:
             self.session.options.profile, self.session.options.base_url = profile, None
         self.session.profile = None
@@ -322,31 +307,9 @@ class AgentApp(App):
 
     # ------------------------------------------------------------------ events from the agent
     def _emit(self, event: Event) -> None:
-        """The session's events become messages. Deltas are gathered for a frame and posted as one
-        `Deltas`: a fast stream costs one message and one screen update per frame, not per token
-        (a message per batch read from the socket was a tenth of a core at 2,000 tokens/s). Any
-        other event posts the deltas before it, which keeps the order exact."""
-        if isinstance(event, TextDelta | ReasoningDelta):
-            if self._batch is None:
-                self._batch = []
-                self._frame = self.set_timer(FRAME_S, self._frame_due)
-            self._batch.append(event)
-            return
-        if self._batch is not None and threading.get_ident() == self._thread:
-            self._post_batch()  # (deltas come from the agent's worker, in this thread; a notice may not)
-        self.post_message(AgentEvent(event))
-
-    def _frame_due(self) -> None:
-        self._frame = None
-        self._post_batch()
-
-    def _post_batch(self) -> None:
-        if self._frame is not None:
-            self._frame.stop()
-            self._frame = None
-        if self._batch:
-            self.post_message(Deltas(self._batch))
-        self._batch = None
+        """The session's events become messages; deltas go a frame at a time (frames.py)."""
+        if not self._frame.take(event):
+            self.post_message(AgentEvent(event))
 
     async def on_deltas(self, message: Deltas) -> None:
         with suppress(NoMatches, MountError):  # (as on_agent_event)

@@ -1,4 +1,5 @@
-"""The interactive session behind the TUI: the server connection, the agent, its recorder and MCP.
+"""The interactive session behind the TUI: its server connection and session, kept by the session host
+(agent/session/host.py), its recorder and MCP.
 
 It knows nothing of Textual. Blocking work (starting or stopping llama-server) is plain methods the
 app runs in a thread; the rest is async and runs in the app's event loop. Everything the agent does
@@ -11,30 +12,25 @@ session's once that is known: a second agent in the folder is refused with a mes
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 from collections.abc import Callable
-from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from agent.errors import AgentError
 from agent.events import Event, Notice
 from agent.server.profiles import ServerProfile
-from agent.session import slash_commands
-from agent.session.connect import Connection, StartReport, connect, session_profile
-from agent.session.live import LiveSession, PromptResult, SessionSetup, open_session
+from agent.session.connect import Connection, StartReport, session_profile
+from agent.session.host import HostedSession, SessionHost
+from agent.session.live import PromptResult, SessionSetup
 from agent.session.parts import Agent, Approver, Limits, Outcome, Workbench
 from agent.settings.config import PROJECT_CONFIG, Settings, state_dir
 from agent.store.lock import AgentLocks
 from agent.store.recorder import SessionRecorder
 from agent.store.transcripts import SessionRecord, load_session, recorded_sessions
 from tools.mcp import MCPServers
-
-
-class StartCancelled(Exception):
-    """The user quit while the server was still loading."""
 
 
 @dataclass
@@ -57,20 +53,32 @@ class InteractiveSession:
     approve: Approver
     profile: ServerProfile | None = None
     connection: Connection | None = None
-    agent: Agent | None = None
-    session_id: str = ""
-    recorder: SessionRecorder | None = None
+    hosted: HostedSession | None = None  # the session open now, or the last one
     outcomes: list[Outcome] = field(default_factory=list)
-    _stack: ExitStack | None = None
-    _session_stack: AsyncExitStack | None = None
-    _live: LiveSession | None = None
+    carry_over: bool = False  # the next session continues the last one's conversation (/restart, /profile)
     _mcp: MCPServers | None = None
-    _cancel_start: bool = False
     _locks: AgentLocks | None = None
 
     def __post_init__(self) -> None:
         self.workspace = self.workspace.resolve()
         self.workbench = Workbench(self.workspace)
+        self.host = SessionHost(keep_running=self.options.keep_server)
+
+    @property
+    def open_session(self) -> HostedSession | None:
+        return self.hosted if self.hosted is not None and not self.hosted.closed else None
+
+    @property
+    def agent(self) -> Agent | None:
+        return self.hosted.live.agent if self.hosted is not None else None
+
+    @property
+    def session_id(self) -> str:
+        return self.hosted.session_id if self.hosted is not None else ""
+
+    @property
+    def recorder(self) -> SessionRecorder | None:
+        return self.open_session.live.recorder if self.open_session is not None else None
 
     # ------------------------------------------------------------------ the server (blocking: a thread)
     def resolve(self, resume: str | None = None) -> ServerProfile:
@@ -88,28 +96,17 @@ class InteractiveSession:
         `progress` gets the seconds elapsed, the loading phase and the log's last line."""
         profile = self.profile or self.resolve()
         self._hold_locks()  # before a server starts: another agent here is refused, named
-        self._cancel_start = False
-
-        def checked(elapsed: float, phase: str, log_line: str) -> None:
-            if self._cancel_start:  # raising here makes `start` stop the half-started server
-                raise StartCancelled()
-            progress(elapsed, phase, log_line)
-
-        stack = ExitStack()
-        self.connection = stack.enter_context(
-            connect(self.settings, profile, report=checked, keep_running=self.options.keep_server)
-        )
-        self._stack = stack
+        self.connection = self.host.connect(self.settings, profile, report=progress)
         return self.connection
 
     def cancel_start(self) -> None:
-        self._cancel_start = True
+        self.host.cancel_start()
 
     def disconnect(self) -> None:
         """Stop the server if this session started it; leave one it found running."""
-        stack, self._stack, self.connection = self._stack, None, None
-        if stack is not None:
-            stack.close()
+        connection, self.connection = self.connection, None
+        if connection is not None:
+            self.host.disconnect(connection)
         self._release_locks()
 
     def _hold_locks(self, session_id: str = "") -> None:
@@ -123,31 +120,37 @@ class InteractiveSession:
             self._locks.release()
 
     # ------------------------------------------------------------------ the agent (async)
-    async def open(self, resume: str | None = None, history: list[dict[str, Any]] | None = None) -> None:
-        """A client, a recorder and an agent on the connected server (agent/session/live.py: the one way
-        every front end opens a session). `resume` continues a recorded session; `history` carries a
-        conversation over (a profile switch). The MCP servers live on across sessions on one server."""
+    async def open(self, resume: str | None = None) -> None:
+        """A session on the connected server, through the host (agent/session/host.py). `resume`
+        continues a recorded session; after /restart or /profile (`carry_over`) the last session's
+        conversation goes on in a new transcript. The MCP servers live on across sessions on one server."""
         assert self.connection is not None and self.profile is not None
-        record = load_session(state_dir(), resume) if resume else None
         if self._locks is None:
             self._locks = AgentLocks(state_dir(), self.workspace, "agent (TUI)")
-        setup = SessionSetup(
-            self.settings, self.workspace, self.profile, "agent (TUI)", approve=self.approve,
-            approval=self.options.approval or (self.agent.permissions.mode if self.agent else None),
-            limits=Limits(max_turns=self.options.max_turns or self.settings.max_turns),
-            resume=record, history=history,
-            trust_notice=False,  # the app says it, once per run and after a resumed session's replay
-            workbench=self.workbench, connection=self.connection, locks=self._locks, mcp=self._mcp,
-        )  # fmt: skip
-        stack = AsyncExitStack()
-        live = await stack.enter_async_context(open_session(setup, lambda event: self.emit_ui(event)))
+        if self.carry_over and self.hosted is not None:
+            approval = self.options.approval or self.hosted.live.agent.permissions.mode
+            await self.host.reopen(
+                self.hosted, keep_transcript=False, settings=self.settings, profile=self.profile,
+                connection=self.connection, mcp=self._mcp, approval=approval,
+            )  # fmt: skip
+            self.carry_over = False
+        else:
+            record = load_session(state_dir(), resume) if resume else None
+            setup = SessionSetup(
+                self.settings, self.workspace, self.profile, "agent (TUI)", approve=self.approve,
+                approval=self.options.approval,
+                limits=Limits(max_turns=self.options.max_turns or self.settings.max_turns), resume=record,
+                trust_notice=False,  # the app says it, once per run and after a resumed session's replay
+                workbench=self.workbench, connection=self.connection, locks=self._locks, mcp=self._mcp,
+            )  # fmt: skip
+            self.hosted = await self.host.open(setup, lambda event: self.emit_ui(event))
+        live = self.hosted.live
         live.owns_mcp = False  # closed by `close`, unless another session on this server follows
-        self._live, self._session_stack, self._mcp = live, stack, live.mcp
-        self.session_id, self.recorder, self.agent = live.session_id, live.recorder, live.agent
+        self._mcp = live.mcp
 
     def emit(self, event: Event) -> None:
-        if self._live is not None and not self._live.finished:
-            self._live.emit(event)
+        if self.open_session is not None and not self.open_session.live.finished:
+            self.open_session.live.emit(event)
         else:
             self.emit_ui(event)
 
@@ -155,37 +158,37 @@ class InteractiveSession:
         """One user prompt, the one way every front end sends it (LiveSession.prompt: the task message,
         the project's check loop, the changes, the auto-commit). Cancelling the task (Esc) interrupts
         it; the loop leaves a history the next prompt can continue."""
-        assert self._live is not None
-        result = await self._live.prompt(text)
+        assert self.open_session is not None
+        result = await self.open_session.live.prompt(text)
         self.outcomes.append(result.outcome)
         return result
 
     async def close(self, keep_locks: bool = False) -> None:
         """End the recorded session and the MCP servers (the server itself: `disconnect`), and let go
         of the workspace unless another session follows at once (`keep_locks`)."""
-        live, stack = self._live, self._session_stack
-        self._live = self._session_stack = None
-        self.recorder = None
-        if live is not None and not live.finished:
-            live.finish("completed", self.outcomes[-1].final if self.outcomes else "")
-        if stack is not None:
-            await stack.aclose()  # the client; the connection and the locks are this object's
+        if self.open_session is not None:
+            final = self.outcomes[-1].final if self.outcomes else ""
+            await self.host.close(self.open_session, "completed", final)
         if self._mcp is not None:
             await self._mcp.close()
             self._mcp = None
         if not keep_locks:
             self._release_locks()
 
+    async def stop_server(self) -> None:
+        """/profile and /restart: the session closed, its conversation kept for the next one, and the
+        server stopped if this session started it."""
+        self.carry_over = self.hosted is not None
+        await self.close()
+        await asyncio.to_thread(self.disconnect)
+
     async def restart_session(self, resume: str | None = None) -> None:
         """/clear and /resume: end this recorded session and open another on the same server."""
-        await self._close_recording()
-        self.agent = None
-        await self.open(resume=resume)
-
-    async def _close_recording(self) -> None:
         mcp, self._mcp = self._mcp, None  # MCP servers live on across sessions
         await self.close(keep_locks=True)
         self._mcp = mcp
+        self.hosted = None
+        await self.open(resume=resume)
 
     # ------------------------------------------------------------------ what slash commands need
     @property
@@ -196,12 +199,6 @@ class InteractiveSession:
 
     def checkpoint_count(self) -> int:
         return len(self.workbench.checkpoints.list()) if self.workbench.checkpoints else 0
-
-    def undo(self) -> str:
-        return slash_commands.undo(self.workbench)
-
-    def diff(self) -> str:
-        return slash_commands.diff(self.workbench)
 
     def save_rule(self, tool: str, pattern: str) -> Path:
         """An "always" answer kept in the project's config, for the next sessions too."""
@@ -217,9 +214,6 @@ class InteractiveSession:
             rules.append(pattern)
         path.write_text(tomlkit.dumps(document), encoding="utf-8")
         return path
-
-    def mcp_status(self) -> list[str]:
-        return slash_commands.mcp_lines(self._mcp)
 
     def recent_sessions(self, limit: int = 10) -> list[SessionRecord]:
         return workspace_sessions(self.workspace, limit)

@@ -1,10 +1,11 @@
-"""What each slash command does, on the running app. The table of commands, and what the commands every
-front end runs alike do, are the session layer's (agent/session/slash_commands.py); /help's text is
-help.py's."""
+"""The TUI's own slash commands, on the running app, and how a command's reply is shown. The table of
+commands, the dispatch and what the commands every front end runs alike do are the session layer's
+(agent/session/slash_commands.py, through agent/session/host.py); /help's text is help.py's."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, Protocol
@@ -19,6 +20,7 @@ from agent.frontends.tui.widgets.confirm import Confirm
 from agent.frontends.tui.widgets.conversation import Conversation
 from agent.server.profiles import get_profile
 from agent.session import slash_commands
+from agent.session.slash_commands import OwnRun, Reply
 from agent.settings import trust
 from agent.settings.config import load_settings, state_dir
 from agent.store.transcripts import load_session
@@ -51,39 +53,42 @@ class SlashHost(Protocol):
     async def quit_app(self) -> None: ...
 
 
-NEEDS_AGENT = {"compact", "clear", "resume", "stats", "approval"}
-NOT_WHILE_BUSY = {"clear", "compact", "undo", "resume", "profile", "restart"}
-
-
 async def run(app: SlashHost, line: str) -> None:
-    try:
-        command, argument = slash_commands.parse(line)
-    except slash_commands.UnknownCommand as exc:
-        await app.conversation.notice(str(exc), "error")
-        return
-    if command.name in NOT_WHILE_BUSY and app.busy:
-        await app.conversation.notice(
-            f"/{command.name} waits until the model is done: Esc interrupts it.", "warning"
-        )
-        return
-    if command.name in NEEDS_AGENT and app.session.agent is None:
-        await app.conversation.notice(f"/{command.name} needs the server: it is not ready yet.", "warning")
-        return
-    try:
-        await HANDLERS[command.name](app, argument)
-    except AgentError as exc:
-        await app.conversation.notice(str(exc), "error")
+    """A typed command, through the one table and dispatch (the session host's); the TUI's own
+    commands, and its own way of running /profile, /clear and /compact, handed in."""
+    session = app.session
+    reply = await session.host.run_command(
+        line, session.open_session, own=own_commands(app), busy=app.busy, workbench=session.workbench
+    )
+    if reply is not None:
+        await show(app, reply)
+        app.refresh_figures()  # (an undo takes a checkpoint back; the status line counts them)
+
+
+async def show(app: SlashHost, reply: Reply) -> None:
+    if reply.form == "diff":
+        syntax = Syntax(reply.text, "diff", theme="ansi_dark", background_color="default")
+        await app.conversation.add(Static(syntax, classes="diff"))
+    elif reply.form == "figures" and "\n" in reply.text:
+        await app.conversation.notice(reply.text + "  (Ctrl+P: per turn)")
+    else:
+        await app.conversation.notice(reply.text, reply.severity or "information")
+
+
+def own_commands(app: SlashHost) -> dict[str, OwnRun]:
+    return {name: functools.partial(run_own, app) for name, run_own in OWN.items()}
 
 
 async def _help(app: SlashHost, _arg: str) -> None:
     await app.conversation.add(Static(help_text(), classes="notice help"))
 
 
-async def _profile(app: SlashHost, name: str) -> None:
+async def _profile(app: SlashHost, name: str) -> Reply | None:
+    """The TUI asks first, then stops this server before the other starts (one model in memory at a
+    time), with the start shown as at launch."""
     if not name:
         current = app.session.profile.name if app.session.profile else None
-        await app.conversation.notice(slash_commands.profiles_line(current, app.session.workspace))
-        return
+        return Reply(slash_commands.profiles_line(current, app.session.workspace))
     profile = get_profile(name, app.session.workspace)  # an unknown name raises, with the list
 
     def confirmed(yes: bool | None) -> None:
@@ -96,6 +101,7 @@ async def _profile(app: SlashHost, name: str) -> None:
         ),
         confirmed,
     )
+    return None
 
 
 async def _restart(app: SlashHost, _arg: str) -> None:
@@ -107,30 +113,30 @@ async def _restart(app: SlashHost, _arg: str) -> None:
     await app.restart_server()
 
 
-async def _approval(app: SlashHost, mode: str) -> None:
+async def _approval(app: SlashHost, mode: str) -> Reply:
     permissions = app.session.agent.permissions
     if not mode:
-        await app.conversation.notice(f"approval: {permissions.mode}. One of: {', '.join(MODES)}.")
-        return
+        return Reply(f"approval: {permissions.mode}. One of: {', '.join(MODES)}.")
     if mode not in MODES:
         raise AgentError(f"unknown approval mode '{mode}'", fix=f"One of: {', '.join(MODES)}.")
     permissions.mode = mode
     app.refresh_figures()  # the status line shows the mode
-    await app.conversation.notice(f"approval mode: {mode}")
+    return Reply(f"approval mode: {mode}")
 
 
-async def _clear(app: SlashHost, _arg: str) -> None:
+async def _clear(app: SlashHost, _arg: str) -> Reply:
+    """A new recorded session on the same server (editors keep theirs: the table's /clear)."""
     await app.session.restart_session()
     await app.show_recorded([])
-    await app.conversation.notice(f"new session {app.session.session_id}")
     app.refresh_figures()
+    return Reply(f"new session {app.session.session_id}")
 
 
-async def _compact(app: SlashHost, _arg: str) -> None:
+async def _compact(app: SlashHost, _arg: str) -> Reply | None:
+    """In the worker Esc cancels, as a prompt runs."""
     agent = app.session.agent
     if why := slash_commands.can_compact(agent):
-        await app.conversation.notice(why)
-        return
+        return Reply(why)
 
     async def job() -> None:
         done, said = await slash_commands.compact(agent)
@@ -138,33 +144,7 @@ async def _compact(app: SlashHost, _arg: str) -> None:
             await app.conversation.notice(said)
 
     app.run_agent_job(job)
-
-
-async def _undo(app: SlashHost, _arg: str) -> None:
-    await app.conversation.notice(await asyncio.to_thread(app.session.undo))
-    app.refresh_figures()
-
-
-async def _diff(app: SlashHost, _arg: str) -> None:
-    diff = await asyncio.to_thread(app.session.diff)
-    if not diff.strip():
-        await app.conversation.notice(slash_commands.NO_DIFF)
-        return
-    await app.conversation.add(
-        Static(Syntax(diff, "diff", theme="ansi_dark", background_color="default"), classes="diff")
-    )
-
-
-async def _stats(app: SlashHost, _arg: str) -> None:
-    recorder = app.session.recorder
-    lines = slash_commands.stats_lines(app.session.session_id, recorder.stats if recorder else [])
-    if len(lines) > 1:
-        lines[-1] += "  (Ctrl+P: per turn)"
-    await app.conversation.notice("\n".join(lines))
-
-
-async def _mcp(app: SlashHost, _arg: str) -> None:
-    await app.conversation.notice("\n".join(app.session.mcp_status()))
+    return None
 
 
 async def _sessions(app: SlashHost, _arg: str) -> None:
@@ -223,8 +203,8 @@ async def _quit(app: SlashHost, _arg: str) -> None:
     await app.quit_app()
 
 
-HANDLERS = {
+# The TUI's own commands, and its own way of running some of the table's (the rest run as the table says).
+OWN = {
     "help": _help, "profile": _profile, "restart": _restart, "approval": _approval, "clear": _clear,
-    "compact": _compact, "undo": _undo, "diff": _diff, "stats": _stats, "mcp": _mcp,
-    "sessions": _sessions, "resume": _resume, "trust": _trust, "quit": _quit,
+    "compact": _compact, "sessions": _sessions, "resume": _resume, "trust": _trust, "quit": _quit,
 }  # fmt: skip
