@@ -84,11 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--approval", dest="tui_approval", choices=APPROVAL_MODES,
         help="how tool calls are approved (default: settings, else ask)",
     )  # fmt: skip
-    tui.add_argument(
-        "--keep-server",
-        action="store_true",
-        help="leave the server running on quit (the next start reuses it)",
-    )
+    tui.add_argument("--keep-server", action="store_true",
+                     help="leave the server running on quit (the next start reuses it)")  # fmt: skip
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=IntermixedParser)
 
     _server_commands(commands)
@@ -278,16 +275,31 @@ def _task_suite_arguments(parser: argparse.ArgumentParser, tasks_help: str, acti
     parser.add_argument("--task-timeout", type=float, default=600, help="with --tasks: seconds per task")
 
 
+def server_options(parser, profile_help: str = "server profile (default: settings)") -> None:
+    """Which server a command runs on: a profile, or a running server's URL (run, new, acp, proxy, launch)."""
+    parser.add_argument("-p", "--profile", help=profile_help)
+    parser.add_argument("--base-url", help="attach to this OpenAI-compatible server (also AGENT_BASE_URL)")
+
+
+def headless_options(parser: argparse.ArgumentParser, approval_help: str | None, json_help: str) -> None:
+    """How a headless agent runs, for `agent run` and `agent new`'s agent part."""
+    parser.add_argument("--approval", choices=APPROVAL_MODES, help=approval_help)
+    parser.add_argument(
+        "--max-turns", type=int, help=f"model requests before stopping (exit {ExitCode.LIMIT.value})"
+    )
+    parser.add_argument(
+        "--attempts", type=int, metavar="N",
+        help="N attempts at once, each in its own git worktree; the first whose check passes wins",
+    )  # fmt: skip
+    parser.add_argument("--json", action="store_true", help=json_help)
+
+
 def _task_commands(commands: argparse._SubParsersAction) -> None:
     """`agent run` (one task headless) and `agent new` (a project from a template, then the agent)."""
     run = commands.add_parser("run", help="do one task headless (for scripts and CI); see exit codes below")
     run.add_argument("task", nargs="?", help="task file: Markdown, with optional YAML front matter")
-    run.add_argument("-p", "--profile", help="server profile (overrides the front matter)")
-    run.add_argument("--base-url", help="attach to this OpenAI-compatible server (also AGENT_BASE_URL)")
-    run.add_argument(
-        "--max-turns", type=int, help=f"model requests before stopping (exit {ExitCode.LIMIT.value})"
-    )
-    run.add_argument("--approval", choices=APPROVAL_MODES)
+    server_options(run, "server profile (overrides the front matter)")
+    headless_options(run, None, "one JSON event per line on stdout")
     run.add_argument("--workdir", help="where the agent works (default: front matter, then here)")
     run.add_argument("--resume", metavar="SESSION", help="continue a session where it stopped")
     run.add_argument(
@@ -302,12 +314,7 @@ def _task_commands(commands: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--fresh-starts", type=int, metavar="N", help=FRESH_STARTS_HELP + " (default: front matter, else 2)"
     )
-    run.add_argument(
-        "--attempts", type=int, metavar="N",
-        help="N attempts at once, each in its own git worktree; the first whose check passes wins",
-    )  # fmt: skip
     run.add_argument("--tool-choice", choices=["auto", "required"], help=argparse.SUPPRESS)
-    run.add_argument("--json", action="store_true", help="one JSON event per line on stdout")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     run.epilog = RUN_EXIT_CODES
 
@@ -320,23 +327,17 @@ def _task_commands(commands: argparse._SubParsersAction) -> None:
     new.add_argument("description", nargs="?", metavar="WHAT", help="what to build, in words")
     new.add_argument("-t", "--template", help="default: python-package (see --list)")
     new.add_argument("--list", action="store_true", help="the templates: what each is, where it comes from")
-    new.add_argument("-p", "--profile", help="server profile for the agent part")
-    new.add_argument("--base-url", help="attach to this OpenAI-compatible server (also AGENT_BASE_URL)")
-    new.add_argument("--approval", choices=APPROVAL_MODES,
-                     help="headless default: full-auto (the folder is new)")  # fmt: skip
-    new.add_argument(
-        "--max-turns", type=int, help=f"model requests before stopping (exit {ExitCode.LIMIT.value})"
+    server_options(new, "server profile for the agent part")
+    headless_options(
+        new,
+        "headless default: full-auto (the folder is new)",
+        "one JSON event per line on stdout (as agent run)",
     )
     new.add_argument("--check", metavar="CMD", help="decides success instead of the template's check")
     new.add_argument("--fresh-starts", type=int, metavar="N", help=FRESH_STARTS_HELP + " (default 2)")
-    new.add_argument(
-        "--attempts", type=int, metavar="N",
-        help="N attempts at once, each in its own git worktree; the first whose check passes wins",
-    )  # fmt: skip
     new.add_argument("--no-agent", action="store_true", help="stop after the skeleton and its commit")
     new.add_argument("--force", action="store_true", help="use a non-empty DIR; existing files are kept")
     new.add_argument("--tui", action="store_true", help="build it in the interactive session")
-    new.add_argument("--json", action="store_true", help="one JSON event per line on stdout (as agent run)")
 
 
 def _mcp_commands(commands: argparse._SubParsersAction) -> None:
@@ -372,10 +373,7 @@ def _other_commands(commands: argparse._SubParsersAction) -> None:
         "Each session opens in the folder the client names, on the profile given here.",
     )  # fmt: skip
     acp_server = acp.add_mutually_exclusive_group()
-    acp_server.add_argument("-p", "--profile", help="server profile (default: settings)")
-    acp_server.add_argument(
-        "--base-url", help="attach to this OpenAI-compatible server (also AGENT_BASE_URL)"
-    )
+    server_options(acp_server)
     acp.add_argument(
         "--no-figures", action="store_true",
         help="no figures line in the answer after each turn (they still travel as a usage update)",
@@ -418,13 +416,15 @@ def _other_commands(commands: argparse._SubParsersAction) -> None:
 
 def proxied_server_options(parser: argparse.ArgumentParser, default_port: int | None) -> None:
     """Which server the proxy fronts and where it listens: `agent proxy`'s and `agent launch`'s options."""
-    parser.add_argument("-p", "--profile", help="server profile (default: settings)")
-    parser.add_argument("--base-url", help="attach to this running server instead (also AGENT_BASE_URL)")
+    server_options(parser)
     where = f"default {default_port}" if default_port else "default: a free one"
     parser.add_argument(
         "--port", type=int, default=default_port, help=f"the proxy's port on 127.0.0.1 ({where})"
     )
     parser.add_argument("--server-port", type=int, help="the server's own port (default: the profile's)")
+    parser.add_argument(
+        "--ctx-size", type=int, help="the server's context (default: the profile's); agents' prompts run long"
+    )
 
 
 def _proxy_commands(commands: argparse._SubParsersAction) -> None:

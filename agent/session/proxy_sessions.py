@@ -76,10 +76,17 @@ class ProxySessions:
     """Every conversation the proxy has seen since it started, and the requests in flight."""
 
     def __init__(
-        self, state_dir: Path, profile: str, spec_mode: str, on_turn: TurnReport | None = None
+        self,
+        state_dir: Path,
+        profile: str,
+        spec_mode: str,
+        on_turn: TurnReport | None = None,
+        single: bool = False,
     ) -> None:
+        """`single`: every request is one session's (`agent launch`: one agent run, whose side requests
+        for titles, summaries and commit messages belong to it too)."""
         self.state_dir, self.profile, self.spec_mode = state_dir, profile, spec_mode
-        self.on_turn = on_turn
+        self.on_turn, self.single = on_turn, single
         self.conversations: list[Conversation] = []
         self.in_flight: list[Turn] = []
 
@@ -164,6 +171,8 @@ class ProxySessions:
         return stats
 
     def _match(self, asked: Asked, sent: tuple[str, ...]) -> Conversation | None:
+        if self.single:
+            return self.conversations[0] if self.conversations else None
         if asked.client_id:
             return next((c for c in self.conversations if c.client_id == asked.client_id), None)
         best, best_shared = None, 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from functools import partial
 
 import anyio
@@ -72,6 +73,7 @@ class RecordingProxy:
             before = await self.server.counters()
             turn = self.sessions.begin(asked, request.headers.get("user-agent", ""), before)
         outgoing = self.client.build_request(request.method, url, headers=headers, content=body)
+        sent = time.monotonic()  # a whole (non-streamed) answer's headers come only when it is done
         try:
             response = await self.client.send(outgoing, stream=True)
         except httpx2.TransportError as exc:
@@ -85,7 +87,7 @@ class RecordingProxy:
             )
         kept = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in RESPONSE_DROPPED]
         streamed = response.headers.get("content-type", "").startswith("text/event-stream")
-        passing = self._pass(response, turn, Answer(api or "", streamed))
+        passing = self._pass(response, turn, Answer(api or "", streamed, started=sent))
         reply = PassingResponse(passing, status_code=response.status_code)
         reply.raw_headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in kept]
         return reply

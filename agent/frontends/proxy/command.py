@@ -40,6 +40,7 @@ class Proxied:
     model: str
     sessions: ProxySessions
     connection: Connection
+    context: int | None = None  # the server's context, in tokens, as its /props says
 
     @property
     def openai_base_url(self) -> str:
@@ -68,24 +69,29 @@ def server_for(args: Namespace, settings: Settings) -> Iterator[Connection]:
         with console.build_progress() as built, console.start_progress(profile.name) as started:
             opening = connect(
                 settings, profile, start_progress=started, build_progress=built, on_build=console.note,
-                port=getattr(args, "server_port", None),
+                port=args.server_port, ctx_size=args.ctx_size,
             )  # fmt: skip
             connection = stack.enter_context(opening)
         yield connection
 
 
 @contextlib.asynccontextmanager
-async def serving(connection: Connection, port: int, quiet: bool = False) -> AsyncIterator[Proxied]:
+async def serving(
+    connection: Connection, port: int, quiet: bool = False, single: bool = False
+) -> AsyncIterator[Proxied]:
     """The recording proxy on 127.0.0.1:`port` in front of `connection`'s server, until the block ends;
-    its sessions are finished then."""
+    its sessions are finished then. `single`: all requests are one session (ProxySessions)."""
     if not port_is_free(HOST, port):
         raise ConfigError(
             f"the proxy's port {port} is in use",
-            f"Stop what listens on it, or pick another with --port (`ss -ltnp 'sport = :{port}'` shows who).",
+            "another program listens on it",
+            fix=f"Stop what listens on it, or pick another with --port (`ss -ltnp 'sport = :{port}'` shows who).",
         )
     endpoint = connection.endpoint
     report = None if quiet else (lambda *turn: console.out.print(turn_line(*turn), highlight=False))
-    sessions = ProxySessions(state_dir(), connection.profile.name, connection.profile.spec_label, report)
+    sessions = ProxySessions(
+        state_dir(), connection.profile.name, connection.profile.spec_label, report, single=single
+    )
     proxy = RecordingProxy(endpoint, sessions)
     config = uvicorn.Config(
         proxy.app, host=HOST, port=port, log_level="critical", lifespan="off",
@@ -101,7 +107,8 @@ async def serving(connection: Connection, port: int, quiet: bool = False) -> Asy
                 raise ConfigError(f"the proxy could not listen on {HOST}:{port}")
             await asyncio.sleep(0.02)
         model = endpoint.model or await served_model(proxy.server) or connection.profile.name
-        yield Proxied(f"http://{HOST}:{port}", model, sessions, connection)
+        context = await proxy.server.context_size()
+        yield Proxied(f"http://{HOST}:{port}", model, sessions, connection, context)
     finally:
         server.should_exit = True
         with contextlib.suppress(Exception):

@@ -55,17 +55,29 @@ def common_env(p: Proxied) -> dict[str, str]:
 
 def aider(p: Proxied, scratch: Path) -> tuple[dict[str, str], list[str]]:
     # litellm's "openai/" prefix sends any model name to OPENAI_API_BASE; its price list is read from the
-    # package, not fetched (the machine may be offline).
+    # package, not fetched (the machine may be offline). The server's context and the profile's answer
+    # length go in as Aider's own model files, in our scratch folder.
+    model, limit = f"openai/{p.model}", limits(p).get("limit", {})
+    metadata = {model: {"max_input_tokens": limit.get("context"), "max_output_tokens": limit.get("output"),
+                        "litellm_provider": "openai", "mode": "chat",
+                        "input_cost_per_token": 0.0, "output_cost_per_token": 0.0}}  # fmt: skip
+    settings = (
+        [{"name": model, "extra_params": {"max_tokens": limit["output"]}}] if limit.get("output") else []
+    )
+    (scratch / "aider-models.json").write_text(json.dumps(metadata))
+    (scratch / "aider-settings.yml").write_text(json.dumps(settings))  # JSON is YAML
     env = {**common_env(p), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    return env, ["--model", f"openai/{p.model}", "--no-show-model-warnings", "--no-check-update",
-                 "--analytics-disable"]  # fmt: skip
+    return env, ["--model", model, "--model-metadata-file", str(scratch / "aider-models.json"),
+                 "--model-settings-file", str(scratch / "aider-settings.yml"),
+                 "--no-show-model-warnings", "--no-check-update", "--analytics-disable"]  # fmt: skip
 
 
 def limits(p: Proxied) -> dict:
     """The server's context and the profile's answer length, for agents that size their requests by them."""
     profile = p.connection.profile
-    limit = {"context": profile.ctx_size, "output": profile.sampling.max_tokens}
-    return {"limit": {k: v for k, v in limit.items() if v}} if profile.ctx_size else {}
+    context = p.context or profile.ctx_size
+    limit = {"context": context, "output": profile.sampling.max_tokens}
+    return {"limit": {k: v for k, v in limit.items() if v}} if context else {}
 
 
 def opencode(p: Proxied, scratch: Path) -> tuple[dict[str, str], list[str]]:
@@ -135,14 +147,14 @@ def plan(args: Namespace) -> tuple[Client, list[str]]:
     if name is None:
         raise ConfigError(
             "agent launch: no agent named",
-            f"Name one of {', '.join(CLIENTS)}, or give a command after --.",
+            fix=f"Name one of {', '.join(CLIENTS)}, or give a command after --.",
         )
     client = CLIENTS.get(name)
     if client is None:
         if shutil.which(name) is None:
             raise ConfigError(
                 f"agent launch: '{name}' is neither a known agent nor a command on PATH",
-                f"Known agents: {', '.join(CLIENTS)}; any other program: agent launch -- COMMAND [ARGS].",
+                fix=f"Known agents: {', '.join(CLIENTS)}; any other program: agent launch -- COMMAND [ARGS].",
             )
         return Client(name, "OpenAI and Anthropic variables", "", any_command), [name, *rest]
     cut = rest.index("--") if "--" in rest else len(rest)
@@ -156,7 +168,7 @@ def cmd_launch(args: Namespace, settings: Settings) -> int:
     client, argv = plan(args)
     if shutil.which(argv[0]) is None:
         hint = f"Install it: {client.install}" if client.install else "Check the command's name and PATH."
-        raise ConfigError(f"agent launch: '{argv[0]}' is not installed here (not on PATH)", hint)
+        raise ConfigError(f"agent launch: '{argv[0]}' is not installed here (not on PATH)", fix=hint)
     with (
         server_for(args, settings) as connection,
         tempfile.TemporaryDirectory(prefix="agent-launch-") as scratch,
@@ -165,7 +177,7 @@ def cmd_launch(args: Namespace, settings: Settings) -> int:
 
 
 async def _launch(connection, client: Client, argv: list[str], port: int, scratch: Path) -> int:
-    async with serving(connection, port, quiet=True) as proxied:
+    async with serving(connection, port, quiet=True, single=True) as proxied:
         env, ours = client.setup(proxied, scratch)
         command = [argv[0], *ours, *argv[1:]]
         console.note(f"{client.command} through {proxied.url} ({client.api}) on {connection.profile.name}")
