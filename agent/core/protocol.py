@@ -35,6 +35,7 @@ class ActionProtocol(Protocol):
     mode: str  # its name, as a profile, a task file or `--actions` gives it (agent/protocols/registry.py)
     system_prompt: str  # the protocol's part of the stable prefix (agent/core/prompt.py adds the project's)
     shows_repository: bool  # the task message carries the repository's files (agent/core/repomap.py)
+    native_calls: bool  # its calls arrive as the API's tool calls, kept in the assistant message
     can_plan: bool  # the protocol has a plan step (`plan_first` then turns it on)
     plan_first: bool  # ask for a plan before the actions, where the protocol has such a step
 

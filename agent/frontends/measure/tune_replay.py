@@ -30,6 +30,7 @@ from agent.frontends.measure.turn_kinds import KINDS, turn_kind
 from agent.server.embedded_model import embedded_key, lookup_embedded_model
 from agent.server.endpoint import Endpoint
 from agent.server.profiles import ServerProfile, get_profile
+from agent.session.actions import acted_by
 from agent.session.build_agent import request_prefix
 from agent.session.live import resumed_history
 from agent.session.parts import Completion, ModelClient, history_arguments
@@ -146,15 +147,9 @@ def _turn_stats(after: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def protocol_of(record: SessionRecord, fallback: str) -> str:
-    """How the session's model acted, which the transcript does not say: native calls are kept in its
-    assistant messages; calls without them were read from edit blocks. A session that never acted
-    shows neither: its task's front matter, else the profile's protocol, is the best guess."""
-    events = record.events
-    if any(e.get("tool_calls") for e in events if e["type"] == "assistant.message"):
-        return "tools"
-    if any(e["type"] == "tool.call" for e in events):
-        return "blocks"
-    return (record.started.get("options") or {}).get("actions") or fallback
+    """How the session's model acted (actions.acted_by). A session that never acted shows nothing: its
+    task's front matter, else the profile's protocol, is the best guess."""
+    return acted_by(record.events) or (record.started.get("options") or {}).get("actions") or fallback
 
 
 def _answer_tokens(stats: dict[str, Any], content: str, calls: list[tuple[str, str]]) -> int:

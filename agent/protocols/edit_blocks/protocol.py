@@ -41,6 +41,7 @@ class BlockActions:
     mode = NAME
     system_prompt = SYSTEM_PROMPT_BLOCKS
     shows_repository = True  # a small model acts on what it is shown; it rarely asks to read
+    native_calls = False  # its calls are read from the text the model wrote
     can_plan = True
 
     def __init__(self, workspace: Path) -> None:

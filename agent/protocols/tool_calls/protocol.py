@@ -29,6 +29,7 @@ class ToolCallActions:
     mode = NAME
     system_prompt = SYSTEM_PROMPT
     shows_repository = False  # the model reads what it needs with read_file
+    native_calls = True
     can_plan = False  # native tool calls have no plan step
     plan_first = False
 
