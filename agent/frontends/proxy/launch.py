@@ -108,6 +108,9 @@ def claude(p: Proxied, scratch: Path) -> tuple[dict[str, str], list[str]]:
         "ANTHROPIC_SMALL_FAST_MODEL": p.model,
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     }
+    output = limits(p).get("limit", {}).get("output")
+    if output:  # it asks for 32,000 tokens an answer otherwise
+        env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(output)
     return env, []
 
 
