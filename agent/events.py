@@ -89,6 +89,9 @@ class ToolCallStarted(Event):
     name: str
     arguments: Any  # the parsed arguments, or the raw text when they did not parse
     summary: str = ""  # the argument that matters, for a one-line display
+    proposed_by: str = (
+        ""  # the call whose result proposed this one (the loop ran it next); "" for the model's
+    )
 
 
 @dataclass

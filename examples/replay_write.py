@@ -40,7 +40,7 @@ async def replay(session: Path, task_dir: Path, calls: int | None) -> None:
         workbench = Workbench(work)
         # The task message as the blocks protocol builds it: it marks what it shows whole, or in part.
         task_message(workbench, task.body, make_actions("blocks", work), ContextWindow(16384, 2048))
-        ctx = ToolContext(Workspace(work), state=workbench.tool_state, edits_unasked=lambda: True)
+        ctx = ToolContext(Workspace(work), state=workbench.tool_state)
         for call in recorded:
             tool, args = TOOLS[call["name"]]
             try:

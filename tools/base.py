@@ -8,7 +8,6 @@ text it can act on. `ToolError` is the shorthand for that inside a tool.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -21,11 +20,28 @@ class ToolError(Exception):
     """A failure the model can fix; its message is written for the model."""
 
 
+@dataclass(frozen=True)
+class ProposedCall:
+    """A call a tool's result asks the loop to run next, as the model's own would run: asked for,
+    shown and recorded like one (the rest of a rename an edit began: tools/edit_lint.py)."""
+
+    name: str
+    arguments: dict[str, Any]
+
+
 @dataclass
 class ToolResult:
     ok: bool
     output: str  # what the model reads
     display: dict[str, Any] = field(default_factory=dict)  # for front ends: diff, exit code, path...
+    followups: list[ProposedCall] = field(default_factory=list)  # run by the loop after this call
+
+
+def with_followup(output: str, name: str, followup_output: str) -> str:
+    """The result of a call followed by the result of the call it proposed, as one text: where results
+    answer the model's calls one by one (native tool calls), a call the model did not make has no
+    message of its own, so it is told inside the one of the call that proposed it."""
+    return f"{output}\n\n{name}, run next: {followup_output}"
 
 
 TASK_TEXT = "task.text"  # ToolContext.state key: the task as the user gave it (front ends set it)
@@ -43,9 +59,6 @@ class ToolContext:
     shown_limit: int | None = None
     lint: bool = True  # each edited file is checked at once, and new problems go back with the edit
     lint_command: str | None = None  # the project's own lint, run on each edited file (tools/edit_lint.py)
-    # Whether file edits run without asking now (the approval mode, which may change in a session):
-    # then a rename the task asks for is carried to every file using the old name (tools/edit_lint.py).
-    edits_unasked: Callable[[], bool] | None = None
 
 
 @runtime_checkable

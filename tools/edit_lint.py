@@ -20,9 +20,9 @@ from tools.base import TASK_TEXT, ToolContext, ToolResult
 from tools.lint import describe, new_problems
 from tools.missing_imports import defines, import_for, undefined_names, with_imports
 from tools.process_group import CappedOutput, run_command
+from tools.rename_symbol import NAME as RENAME_SYMBOL
+from tools.rename_symbol import rename_call
 from tools.search import workspace_files
-from tools.shown import refresh_stamp
-from tools.text_files import write_atomically
 
 LINT_TIMEOUT = 30.0
 SHOWN_LINES = 15
@@ -91,27 +91,27 @@ def report_lint(
     """`result` with the edit's new problems appended for the model and listed in `display["lint"]`."""
     if not ctx.lint:
         return result
-    dangling, reports, listed = _dangling(ctx, path, rel, before, after), [], []
+    dangling, reports, listed, following = _dangling(ctx, path, rel, before, after), [], [], set()
     for old, left, new in dangling:
-        if new and _rename_asked(ctx, old, new) and (renamed := _carry_rename(ctx, old, new, left)):
-            # The task asked for this rename and edits run unasked: the rest of it is an editor's
-            # rename, done here rather than asked of a small model (which did not copy the command).
-            files = ", ".join(renamed)
+        if new and _rename_asked(ctx, old, new):
+            # The task asks for this rename: the rest of it is an editor's rename, proposed as a call
+            # the loop runs next (asked for and shown as any edit), rather than asked of a small model,
+            # which did not copy the command.
+            files = len({use.path for use in left})
             result.output += (
-                f"\n\nThe task renames `{old}` to `{new}`, so its other uses were renamed too: "
-                f"{len(left)} lines in {files}."
+                f"\n\nThe task renames `{old}` to `{new}`, so its other uses ({len(left)} lines in {files} "
+                f"file{'s' if files > 1 else ''}) are renamed next, by {RENAME_SYMBOL}."
             )
-            result.display.setdefault("renamed", []).extend(renamed)
-            if rel in renamed:  # the edited file's own uses: the model is told, so what it knows holds
-                after = path.read_text(encoding="utf-8")
-                refresh_stamp(ctx, path)
+            result.followups.append(rename_call(rel, old, new))
+            following.add(f"undefined name '{old}'")
             continue
         command = dangling_uses.rename_command(old, new, left) if new else ""
         reports.append(dangling_uses.describe(old, rel, left, new, command))
         listed += [f"{use.path}:{use.line}: uses `{old}`, which {rel} no longer defines" for use in left]
         if command:
             result.display["rename_command"] = command
-    found = new_problems(rel, before, after)
+    # (the uses of a name being renamed next are no problem of this edit's)
+    found = [p for p in new_problems(rel, before, after) if p.message not in following]
     parts = ([describe(rel, found, after)] if found else []) + reports
     listed = [str(problem) for problem in found] + listed
     if ctx.lint_command:
@@ -147,29 +147,9 @@ def _dangling(
 
 
 def _rename_asked(ctx: ToolContext, old: str, new: str) -> bool:
-    """Whether edits run without asking and the task names both the old name and the new one."""
+    """Whether the task names both the old name and the new one."""
     task = str(ctx.state.get(TASK_TEXT, ""))
-    named = all(re.search(rf"(?<!\w){re.escape(name)}(?!\w)", task) for name in (old, new))
-    return named and ctx.edits_unasked is not None and ctx.edits_unasked()
-
-
-def _carry_rename(ctx: ToolContext, old: str, new: str, left: list[dangling_uses.Use]) -> list[str]:
-    """`old` renamed `new` as a word in the files of `left` (relative paths), each rewritten in place;
-    the files changed. A file that cannot be read or written is left as it is."""
-    word, changed = re.compile(rf"\b{re.escape(old)}\b"), []
-    for rel in dict.fromkeys(use.path for use in left):
-        target = ctx.workspace.root / rel
-        if target.is_symlink():
-            continue  # written through, it would change a file elsewhere; replaced, the link is gone
-        with contextlib.suppress(OSError, UnicodeError):
-            text = target.read_bytes().decode("utf-8")
-            renamed = word.sub(new, text)
-            if renamed != text:
-                # No stamp refreshed: what the model was shown of the file is now out of date, so it
-                # must read the file again before writing it whole.
-                write_atomically(target, renamed.encode("utf-8"))
-                changed.append(rel)
-    return changed
+    return all(re.search(rf"(?<!\w){re.escape(name)}(?!\w)", task) for name in (old, new))
 
 
 def run_lint_command(command: str, root: Path, rel: str, timeout: float | None = None) -> list[str]:

@@ -197,6 +197,7 @@ class ToolCall:
     id: str
     name: str
     arguments: str  # raw JSON text, as the model wrote it; parsing (and its errors) is the caller's
+    proposed_by: str = ""  # the id of the call whose result proposed this one; "" for the model's own
 
 
 @dataclass

@@ -8,6 +8,7 @@ is cancelled. Everything it does leaves as events through `emit`; approvals come
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -224,8 +225,13 @@ class Agent:
         results: list[tuple[ToolCall, ToolResult]] = []
         try:
             for call in answer.calls:
-                results.append((call, await self._run_one(call)))
-                self._guard.result(call, results[-1][1])
+                result = await self._run_one(call)
+                results.append((call, result))
+                self._guard.result(call, result)
+                # What the result proposes (the rest of a rename) runs next, as the model's calls run:
+                # asked for, shown and recorded.
+                for followup in _proposed(call, result):
+                    results.append((followup, await self._run_one(followup)))
         finally:
             # Interrupted or stopped mid-way: every call still gets a result, so the history stays whole.
             done = {call.id for call, _ in results}
@@ -243,7 +249,9 @@ class Agent:
         parsed = self.tools.parse(call.name, call.arguments)
         tool = parsed.tool
         summary = tool.summary(parsed.args) if tool and parsed.args else ""
-        self.emit(ToolCallStarted(self.turn, call.id, call.name, parsed.raw_arguments, summary))
+        self.emit(
+            ToolCallStarted(self.turn, call.id, call.name, parsed.raw_arguments, summary, call.proposed_by)
+        )
         began = time.monotonic()
         if parsed.error or tool is None or parsed.args is None:
             result = ToolResult(False, f"Error: {parsed.error}")
@@ -310,6 +318,14 @@ class Agent:
             raise
         except Exception as exc:  # a bug in a tool must not end the session; the model hears of it
             return ToolResult(False, f"Error: the tool failed unexpectedly: {type(exc).__name__}: {exc}")
+
+
+def _proposed(call: ToolCall, result: ToolResult) -> list[ToolCall]:
+    """The calls `result` proposes, each with an id of its own that names the call it follows."""
+    return [
+        ToolCall(f"{call.id}-{n}", proposed.name, json.dumps(proposed.arguments), proposed_by=call.id)
+        for n, proposed in enumerate(result.followups, 1)
+    ]
 
 
 def _risk(tool: Any, args: Any, ctx: ToolContext) -> str | None:

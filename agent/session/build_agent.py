@@ -19,12 +19,12 @@ from agent.core.workbench import Workbench
 from agent.events import Event, Notice
 from agent.protocols.registry import make_actions, protocol_names
 from agent.settings.config import Settings
-from tools.approval import EDITS_UNASKED
 from tools.base import Tool, ToolContext, ToolRegistry
 from tools.bash import Bash
 from tools.files import EditFile, MultiEdit, ReadFile, WriteFile
 from tools.git import GitDiff, GitLog, GitStatus
 from tools.permissions import Permissions, Rules
+from tools.rename_symbol import RenameSymbol
 from tools.sandbox import SANDBOXED_MODES, Sandbox
 from tools.sandbox import unavailable as sandbox_unavailable
 from tools.search import Grep, ListFiles
@@ -36,7 +36,8 @@ FALLBACK_CONTEXT = 32768  # for servers that do not say (no /props)
 
 def default_tools(with_git: bool, rewrite_guard: float = 0.5) -> list[Tool]:
     tools: list[Tool] = [
-        Bash(), ReadFile(), EditFile(), MultiEdit(), WriteFile(rewrite_guard), ListFiles(), Grep(),
+        Bash(), ReadFile(), EditFile(), MultiEdit(), WriteFile(rewrite_guard), RenameSymbol(), ListFiles(),
+        Grep(),
     ]  # fmt: skip
     if with_git:
         tools += [GitStatus(), GitDiff(), GitLog()]
@@ -128,7 +129,6 @@ async def build_agent(
             shown_limit=context.cap_limit(),
             lint=settings.lint,
             lint_command=settings.lint_command,
-            edits_unasked=lambda: permissions.mode in EDITS_UNASKED,
         ),
         permissions=permissions,
         system_prompt=system_prompt(workbench.workspace, protocol.system_prompt),

@@ -22,6 +22,7 @@ from typing import Any
 from agent.errors import AgentError
 from agent.events import Event, ReasoningDelta, TextDelta
 from agent.store.redact import redact_record
+from tools.base import with_followup
 
 SKIPPED = (TextDelta, ReasoningDelta)
 INTERRUPTED_WHILE_RUNNING = (
@@ -146,6 +147,7 @@ class SessionRecord:
         the session core applies: agent/session/live.py's `resumed_history`)."""
         messages: list[dict[str, Any]] = []
         calls: set[str] = set()  # ids of native tool calls in the history; block actions have none
+        followups: set[str] = set()  # ids of calls the loop ran after one of those, proposed by its result
         running: dict[str, str] = {}  # allowed to run, no result yet: call id -> tool name
 
         def stopped_while_running() -> None:
@@ -173,6 +175,13 @@ class SessionRecord:
                     message["tool_calls"] = event["tool_calls"]
                     calls.update(c.get("id") for c in event["tool_calls"])
                 messages.append(message)
+            elif kind == "tool.call" and event.get("proposed_by") in calls:
+                followups.add(event["call_id"])
+            elif kind == "tool.result" and event["call_id"] in followups and messages[-1]["role"] == "tool":
+                # told inside the result of the call that proposed it, as the model was told
+                messages[-1]["content"] = with_followup(
+                    messages[-1]["content"], event["name"], event["output"]
+                )
             elif kind == "tool.result" and event["call_id"] in calls:
                 # (a block action's result reached the model inside the user message that follows)
                 messages.append(

@@ -277,7 +277,7 @@ async def test_multi_edit_uses_the_same_forgiving_passes_as_edit_file(ctx):
 def test_multi_edit_is_a_default_tool_with_a_schema_the_model_can_fill():
     registry = ToolRegistry(default_tools(with_git=False))
     assert registry.names() == [
-        "bash", "read_file", "edit_file", "multi_edit", "write_file", "list_files", "grep",
+        "bash", "read_file", "edit_file", "multi_edit", "write_file", "rename_symbol", "list_files", "grep",
     ]  # fmt: skip
     parsed = registry.parse("multi_edit", '{"path": "a.py", "edits": []}')
     assert (

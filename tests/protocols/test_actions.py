@@ -620,7 +620,8 @@ async def test_a_rename_the_task_asks_for_is_carried_to_every_use_in_full_auto(t
     with ScriptedServer([rename, answer("Renamed.")]) as server:
         outcome = await Run(server, repo, actions="blocks")("Rename want_bytes to to_bytes everywhere.")
         told = server.requests[1]["messages"][-1]["content"]
-    assert "so its other uses were renamed too: 2 lines in sign.py." in told
+    assert "so its other uses (2 lines in 1 file) are renamed next, by rename_symbol." in told
+    assert "Renamed `want_bytes` to `to_bytes`: 2 lines in sign.py." in told
     assert "Go on with the task." in told and "Fix what failed" not in told
     assert outcome.status == "completed"
     assert (repo / "sign.py").read_text() == "from enc import to_bytes\n\nprint(to_bytes('a'))\n"

@@ -11,6 +11,7 @@ import pytest
 from tools.base import TASK_TEXT, ToolContext
 from tools.dangling_uses import renamed
 from tools.files import EditArgs, EditFile, WriteArgs, WriteFile
+from tools.rename_symbol import rename_call
 from tools.shown import mark_shown_whole
 
 ENCODING = 'def want_bytes(s):\n    return s.encode() if isinstance(s, str) else s\n\n\nPREFIX = b"x"\n'
@@ -108,57 +109,42 @@ def test_a_rename_is_one_definition_replaced_by_one_of_the_same_kind():
     assert renamed("def a(:\n", "def b(): pass\n") == ([], None)  # nothing to compare with
 
 
-@pytest.mark.slow  # the package's tests run in a subprocess
-async def test_a_rename_the_task_asks_for_is_carried_to_every_use_when_edits_run_unasked(ctx: ToolContext):
+async def test_a_rename_the_task_asks_for_is_proposed_as_a_call_and_the_edit_writes_no_other_file(
+    ctx: ToolContext,
+):
     package(ctx)
     root = ctx.workspace.root
+    others = {p: p.read_text() for p in root.rglob("*.py") if p.name != "encoding.py"}
     ctx.state[TASK_TEXT] = "Rename the function `want_bytes` in pkg/encoding.py to `to_bytes`, everywhere."
-    ctx.edits_unasked = lambda: True
     edit = EditArgs(path="pkg/encoding.py", old_string="def want_bytes(s):", new_string="def to_bytes(s):")
     result = await EditFile().run(edit, ctx)
     assert result.ok and "problems" not in result.output and "rename_command" not in result.display
     assert result.output.endswith(
-        "The task renames `want_bytes` to `to_bytes`, so its other uses were renamed too: 5 lines in "
-        "pkg/__init__.py, pkg/signer.py, tests/test_encoding.py."
+        "The task renames `want_bytes` to `to_bytes`, so its other uses (5 lines in 3 files) are renamed "
+        "next, by rename_symbol."
     )
-    assert result.display["renamed"] == ["pkg/__init__.py", "pkg/signer.py", "tests/test_encoding.py"]
-    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-                           cwd=root, capture_output=True, text=True)  # fmt: skip
-    assert tests.returncode == 0, tests.stdout
-    assert (root / "other.py").read_text().count("want_bytes") == 2  # their own: left alone
-    assert (root / "local.py").read_text().count("want_bytes") == 2
+    assert result.followups == [rename_call("pkg/encoding.py", "want_bytes", "to_bytes")]
+    assert {p: p.read_text() for p in others} == others  # the lint wrote nothing: the call will
 
 
-async def test_a_rename_is_only_suggested_when_edits_ask_or_the_task_does_not_name_it(ctx: ToolContext):
-    package(ctx)
-    ctx.state[TASK_TEXT] = "Rename `want_bytes` to `to_bytes`."
-    ctx.edits_unasked = lambda: False  # approval "ask": the user approves each file
-    edit = EditArgs(path="pkg/encoding.py", old_string="def want_bytes(s):", new_string="def to_bytes(s):")
-    result = await EditFile().run(edit, ctx)
-    assert "rename_command" in result.display and "renamed" not in result.display
-    assert "from .encoding import want_bytes" in (ctx.workspace.root / "pkg/signer.py").read_text()
-
-    ctx.edits_unasked = lambda: True
-    ctx.state[TASK_TEXT] = "Tidy pkg/encoding.py."  # a rename the task does not ask for
-    edit = EditArgs(path="pkg/encoding.py", old_string="def to_bytes(s):", new_string="def want_bytes(s):")
-    await EditFile().run(edit, ctx)  # back as it was
-    edit = EditArgs(path="pkg/encoding.py", old_string="def want_bytes(s):", new_string="def as_bytes(s):")
-    result = await EditFile().run(edit, ctx)
-    assert "rename_command" in result.display and "renamed" not in result.display
-    assert "from .encoding import want_bytes" in (ctx.workspace.root / "pkg/signer.py").read_text()
-
-
-async def test_a_carried_rename_leaves_a_symlinked_file_and_what_it_points_to_alone(
-    ctx: ToolContext, tmp_path
+async def test_a_rename_of_a_name_the_edited_file_still_uses_is_no_lint_problem_when_proposed(
+    ctx: ToolContext,
 ):
     package(ctx)
-    outside = tmp_path / "elsewhere.py"
-    outside.write_text("from pkg.encoding import want_bytes\n")
-    (ctx.workspace.root / "linked.py").symlink_to(outside)
+    (ctx.workspace.root / "pkg/encoding.py").write_text(
+        ENCODING + "\n\ndef twice(s):\n    return want_bytes(s) * 2\n"
+    )
+    mark_shown_whole(ctx.state, ctx.workspace.root / "pkg/encoding.py")
     ctx.state[TASK_TEXT] = "Rename `want_bytes` to `to_bytes`."
-    ctx.edits_unasked = lambda: True
     edit = EditArgs(path="pkg/encoding.py", old_string="def want_bytes(s):", new_string="def to_bytes(s):")
     result = await EditFile().run(edit, ctx)
-    assert "linked.py" not in result.display["renamed"] and "pkg/signer.py" in result.display["renamed"]
-    assert (ctx.workspace.root / "linked.py").is_symlink()
-    assert outside.read_text() == "from pkg.encoding import want_bytes\n"
+    assert "problems" not in result.output and "lint" not in result.display and result.followups
+
+
+async def test_a_rename_the_task_does_not_name_is_only_suggested(ctx: ToolContext):
+    package(ctx)
+    ctx.state[TASK_TEXT] = "Tidy pkg/encoding.py."
+    edit = EditArgs(path="pkg/encoding.py", old_string="def want_bytes(s):", new_string="def as_bytes(s):")
+    result = await EditFile().run(edit, ctx)
+    assert "rename_command" in result.display and not result.followups
+    assert "from .encoding import want_bytes" in (ctx.workspace.root / "pkg/signer.py").read_text()

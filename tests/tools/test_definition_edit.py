@@ -8,6 +8,7 @@ import pytest
 from tools.base import TASK_TEXT, ToolContext, ToolError
 from tools.definition_edit import definitions_change
 from tools.files import WriteArgs, WriteFile
+from tools.rename_symbol import RenameSymbol, rename_call
 from tools.shown import mark_shown_definitions
 
 CURRENT = (
@@ -83,17 +84,21 @@ def test_a_new_definition_the_task_renames_a_shown_one_to_replaces_that_one():
     assert "def other(x):" in added and added.endswith("def another(x):\n    return x\n")
 
 
-async def test_a_rename_written_as_a_definition_block_is_carried_to_its_users(ctx: ToolContext):
+async def test_a_rename_written_as_a_definition_block_proposes_the_call_that_renames_its_users(
+    ctx: ToolContext,
+):
     root = ctx.workspace.root
     (root / "validators.py").write_text(CURRENT)
     (root / "user.py").write_text("from validators import other\n\nprint(other(1))\n")
     mark_shown_definitions(ctx.state, root / "validators.py", ["other"])
     ctx.state[TASK_TEXT] = "Rename the function `other` in validators.py to `another`, everywhere."
-    ctx.edits_unasked = lambda: True
     block = "def another(x):\n    return x\n"
     result = await WriteFile().run(WriteArgs(path="validators.py", content=block), ctx)
     assert result.output.startswith("Changed validators.py: replaced `other` by `another` where it stood")
     assert (root / "validators.py").read_text() == CURRENT.replace("def other(x):", "def another(x):")
+    [proposed] = result.followups
+    assert proposed == rename_call("validators.py", "other", "another")
+    await RenameSymbol().run(RenameSymbol.Args(**proposed.arguments), ctx)  # as the loop runs it next
     assert (root / "user.py").read_text() == "from validators import another\n\nprint(another(1))\n"
 
 

@@ -14,6 +14,7 @@ from agent.protocols.edit_blocks.project import ProjectFiles, TaskProgress
 from agent.protocols.edit_blocks.prompt import BLOCKS_REMINDER, RENAME_REMINDER, partly_reminder
 from tools.base import ToolResult
 from tools.outline import fence_for
+from tools.rename_symbol import NAME as RENAME_SYMBOL
 from tools.shown import NOT_SHOWN, SHOWN_NOW_WHOLE
 
 SHOWN_FILE_LIMIT = 12_000  # characters of an edited file shown back to the model after the change
@@ -107,6 +108,9 @@ class Feedback:
         args = call_arguments(call)
         if call.name == "bash":
             return f"$ {args.get('command', '').strip()}\n{result.output.strip() or '(no output)'}"
+        if call.name == RENAME_SYMBOL:  # no block of the model's: the rest of a rename its edit began
+            done = result.output.strip()
+            return done if result.ok else f"Renaming `{args.get('old')}` to `{args.get('new')}`: {done}"
         verb = "Wrote" if call.name == "write_file" else "Edited"
         if result.ok:
             return f"{verb} {args.get('path', '?')}: {result.output.strip()}"

@@ -56,6 +56,7 @@ class TaskProgress:
         for call, result in results:
             if call.name in ("write_file", "edit_file") and result.ok:
                 self.changed[result.display.get("path") or call_arguments(call).get("path", "")] = None
+            self.changed.update(dict.fromkeys(result.display.get("renamed", [])))
         # An edit the lint found new problems in is applied, but is a failure to fix all the same.
         self.tool_failed = any(not result.ok or result.display.get("lint") for _, result in results)
         if any(call.name != "bash" and result.ok for call, result in results):

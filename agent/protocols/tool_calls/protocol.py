@@ -17,7 +17,7 @@ from agent.protocols.base import stopped_at_limit
 from agent.protocols.tool_calls import NAME
 from agent.protocols.tool_calls.parser import calls_from_text
 from agent.protocols.tool_calls.prompt import SYSTEM_PROMPT
-from tools.base import ToolContext, ToolRegistry, ToolResult, parameters_of
+from tools.base import ToolContext, ToolRegistry, ToolResult, parameters_of, with_followup
 
 FENCED_CODE = re.compile(r"^```[ \t]*(\w[\w+-]*)?[ \t]*$", re.M)
 MAX_TOOL_CORRECTIONS = 2  # per task: then prose is taken as the answer (mini-swe-agent's format error)
@@ -98,9 +98,12 @@ class ToolCallActions:
         return assistant_message(answer.content, answer.calls)
 
     def results(self, answer: ReadAnswer, results: list[tuple[ToolCall, ToolResult]]) -> list[dict[str, Any]]:
-        messages: list[dict[str, Any]] = [
-            {"role": "tool", "tool_call_id": call.id, "content": result.output} for call, result in results
-        ]
+        messages: list[dict[str, Any]] = []
+        for call, result in results:
+            if call.proposed_by and messages:  # no call of the model's to answer: told in the one before
+                messages[-1]["content"] = with_followup(messages[-1]["content"], call.name, result.output)
+            else:
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result.output})
         if answer.problems:
             messages.append({"role": "user", "content": "\n".join(answer.problems)})
         return messages
