@@ -5,7 +5,7 @@ for once the cached prefix and the task are in, the protocol's reminder last."""
 from __future__ import annotations
 
 from agent.core.context import CHARS_PER_TOKEN, ContextWindow
-from agent.core.prompt import system_prompt, user_message
+from agent.core.prompt import user_message
 from agent.core.protocol import ActionProtocol
 from agent.core.repomap import repository_view
 from agent.core.workbench import Workbench
@@ -20,16 +20,16 @@ def task_message(
     protocol: ActionProtocol | None = None,
     context: ContextWindow | None = None,
     note: str = "",
+    prefix: str = "",
 ) -> str:
     """The task with the environment note; where the protocol shows the repository, its files too,
     cut to what the context has room for once the prompt prefix and the task are in, and the
-    protocol's reminder last. `note`: said after the task (a fresh start's, agent/core/checks.py)."""
+    protocol's reminder last. `note`: said after the task (a fresh start's, agent/core/checks.py).
+    `prefix`: the system prompt the agent sends (`Agent.system_prompt`), which the files leave room for."""
     workbench.tool_state[TASK_TEXT] = task
     if protocol is None or not protocol.shows_repository:
         return user_message(task, workbench.workspace, git_summary(workbench.repo), note=note)
-    budget = files_budget(
-        task + note, context, len(system_prompt(workbench.workspace, protocol.system_prompt))
-    )
+    budget = files_budget(task + note, context, len(prefix))
     view = repository_view(workbench.workspace, task, budget, fence_for, recent_files(workbench))
     for rel in view.whole:
         mark_shown_whole(workbench.tool_state, workbench.workspace / rel)

@@ -115,6 +115,7 @@ async def build_agent(
         mark_shown_whole(workbench.tool_state, path)
     protocol = make_actions(actions or protocol_names()[0], workbench.workspace)
     protocol.plan_first = plan_first if settings.plan_first is None else settings.plan_first
+    prompt = system_prompt(workbench.workspace, protocol.system_prompt)  # built once: it reads AGENTS.md
     context = ContextWindow(
         n_ctx, reserve, tools_chars=len(json.dumps(protocol.request_tools(tools))),
         summarise=summariser(client, tools.schemas), emit=emit,
@@ -131,7 +132,7 @@ async def build_agent(
             lint_command=settings.lint_command,
         ),
         permissions=permissions,
-        system_prompt=system_prompt(workbench.workspace, protocol.system_prompt),
+        system_prompt=prompt,
         emit=emit,
         approve=approve,
         limits=limits or Limits(max_turns=settings.max_turns),
@@ -139,5 +140,6 @@ async def build_agent(
         checkpoint=workbench.checkpoint,
         tool_choice=tool_choice,
         actions=protocol,
-        messages=list(history or []),
+        # the system prompt of now before a resumed history: the prefix the server caches
+        messages=[{"role": "system", "content": prompt}, *history] if history else [],
     )

@@ -23,12 +23,11 @@ from agent.core.checks import CheckResult, work_until_checked
 from agent.core.history import repair_history
 from agent.core.llm import ModelClient, RequestGate
 from agent.core.loop import Agent, Approver, Limits, Outcome
-from agent.core.prompt import system_prompt
 from agent.core.task_message import task_message
 from agent.core.workbench import Workbench, auto_commit_subject, changes_lines
 from agent.errors import ConfigError
 from agent.events import Compacted, ErrorEvent, Event, Notice, SessionFinished, SessionStarted
-from agent.protocols.registry import protocol_class, protocol_names, protocols
+from agent.protocols.registry import protocol_names, protocols
 from agent.server.build import Progress
 from agent.server.lifecycle import StartProgress
 from agent.server.profiles import ServerProfile
@@ -103,7 +102,11 @@ class LiveSession:
         typed = text if typed is None else typed
         settings = self._prompt_settings()
         first = len(agent.messages) <= 1  # the system prompt alone: a new (or cleared) conversation
-        message = task_message(workbench, text, agent.actions, agent.context) if first else text
+        message = (
+            task_message(workbench, text, agent.actions, agent.context, prefix=agent.system_prompt)
+            if first
+            else text
+        )
         workbench.task_start = None  # the changes and the auto-commit take only what this prompt does
         self.interrupted = False
         if not settings.check:
@@ -299,8 +302,7 @@ async def open_session(setup: SessionSetup, emit: Callable[[Event], None]) -> As
             settings, workbench, client, emit_recorded, approve=setup.approve, approval=setup.approval,
             limits=setup.limits, tool_choice=setup.tool_choice, extra_tools=mcp.tools, actions=actions,
             plan_first=profile.plan_first,
-            # the system prompt of now before a resumed history: the prefix the server caches
-            history=[{"role": "system", "content": system_prompt(workspace, protocol_class(actions).system_prompt)}, *history] if history else None,
+            history=history,
         )  # fmt: skip
         agent.recover = draft_recovery(connection, emit_recorded)  # a draft failing: on without it
         live = LiveSession(

@@ -106,7 +106,9 @@ class PreparedTask:
         when the session ended on the model's answer, RESUME_PROMPT."""
         agent = live.agent
         if self.task:
-            return task_message(live.workbench, self.task.body, agent.actions, agent.context)
+            return task_message(
+                live.workbench, self.task.body, agent.actions, agent.context, prefix=agent.system_prompt
+            )
         if agent.messages[-1]["role"] == "assistant" and not agent.messages[-1].get("tool_calls"):
             # The session ended on the model's answer: sent as it is, a server continues that answer
             # (llama.cpp takes a last assistant message as a prefix), the transcript gets two answers
@@ -265,7 +267,14 @@ async def work_with_fresh_starts(
         ))  # fmt: skip
         live.clear(f"cleared for fresh start {number}")
         note = fresh_start_note(check, undone)
-        message = task_message(live.workbench, prep.task.body, agent.actions, agent.context, note=note)
+        message = task_message(
+            live.workbench,
+            prep.task.body,
+            agent.actions,
+            agent.context,
+            note=note,
+            prefix=agent.system_prompt,
+        )
         outcome, check = await work_until_checked(
             agent, message, check_command, workdir, prep.rounds, live.emit, typed=typed
         )

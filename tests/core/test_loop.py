@@ -65,7 +65,9 @@ class Run:
             **self.kw,
         )
         try:
-            message = task_message(workbench, task, self.agent.actions, self.agent.context)
+            message = task_message(
+                workbench, task, self.agent.actions, self.agent.context, prefix=self.agent.system_prompt
+            )
             return await self.agent.run(message, task)  # (the task's own words, as front ends give them)
         finally:
             await client.close()

@@ -170,7 +170,11 @@ async def run_conversation(
             for prompt in prompts.values():
                 began, before = time.monotonic(), len(recorder.stats)
                 starts.clear()
-                await agent.run(task_message(live.workbench, prompt, agent.actions, agent.context))
+                await agent.run(
+                    task_message(
+                        live.workbench, prompt, agent.actions, agent.context, prefix=agent.system_prompt
+                    )
+                )
                 tasks.append((began, list(starts), time.monotonic(), recorder.stats[before:]))
             costs = request_costs(tasks)
             # the requests' own message lists, in order, for those that completed
