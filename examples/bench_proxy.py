@@ -23,7 +23,6 @@ import contextlib
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,6 +36,7 @@ import openai
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from agent.frontends.proxy.command import free_port  # noqa: E402
 from agent.session.api_answer import CHAT, Answer  # noqa: E402
 
 PROMPT = "Write the numbers from 1 to 2000, one per line."
@@ -52,12 +52,6 @@ async def stream_rate(base_url: str, tokens: int) -> float:
             time.perf_counter() async for chunk in stream if chunk.choices and chunk.choices[0].delta.content
         ]
     return (len(times) - 1) / (times[-1] - times[0])
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @contextlib.contextmanager

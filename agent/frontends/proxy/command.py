@@ -54,8 +54,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def turn_line(conversation: Conversation, turn: int, stats: TurnStats | None, error: str) -> str:
-    head = f"{conversation.session_id} turn {turn}"
+def turn_line(session_id: str, turn: int, stats: TurnStats | None, error: str = "") -> str:
+    """One turn on one line, as `agent proxy` and `agent watch` print it."""
+    head = f"{session_id} turn {turn}"
     if stats is None:
         return f"{head}: failed: {error}"
     return f"{head}: {stats.summary() or 'no figures'}" + (f" ({error})" if error else "")
@@ -88,9 +89,16 @@ async def serving(
             fix=f"Stop what listens on it, or pick another with --port (`ss -ltnp 'sport = :{port}'` shows who).",
         )
     endpoint = connection.endpoint
-    report = None if quiet else (lambda *turn: console.out.print(turn_line(*turn), highlight=False))
+
+    def report(conversation: Conversation, turn: int, stats: TurnStats | None, error: str) -> None:
+        console.out.print(turn_line(conversation.session_id, turn, stats, error), highlight=False)
+
     sessions = ProxySessions(
-        state_dir(), connection.profile.name, connection.profile.spec_label, report, single=single
+        state_dir(),
+        connection.profile.name,
+        connection.profile.spec_label,
+        None if quiet else report,
+        single=single,
     )
     proxy = RecordingProxy(endpoint, sessions)
     config = uvicorn.Config(

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.frontends import console
+from agent.frontends.proxy.command import turn_line
 from agent.session.proxy_sessions import VIA
 from agent.settings.config import Settings, state_dir
 from agent.store.telemetry import TurnStats, read_jsonl, summarise_turns, summary_line
@@ -24,18 +25,17 @@ POLL_S = 0.25
 
 @dataclass
 class Watched:
-    """One session's telemetry file, read up to `read` records."""
+    """One session's telemetry file, read up to `read` records, `size` bytes long when last read."""
 
-    path: Path
     read: int = 0
+    size: int = -1
     stats: list[TurnStats] = field(default_factory=list)
     client: str = ""
 
 
-def turn_line(record: dict[str, Any]) -> str:
-    stats = TurnStats.from_dict(record["stats"])
+def watched_line(record: dict[str, Any]) -> str:
     when = time.strftime("%H:%M:%S", time.localtime(record.get("time", time.time())))
-    return f"{when} {record['session']} turn {record['turn']}: {stats.summary() or 'no figures'}"
+    return f"{when} {turn_line(record['session'], record['turn'], TurnStats.from_dict(record['stats']))}"
 
 
 class Watcher:
@@ -48,11 +48,15 @@ class Watcher:
     def new_records(self) -> list[dict[str, Any]]:
         found = []
         for path in sorted(self.folder.glob("*.jsonl")) if self.folder.is_dir() else []:
+            stat = path.stat()
             watched = self.sessions.get(path.stem)
             if watched is None:
-                if path.stat().st_mtime < self.since:
+                if stat.st_mtime < self.since:
                     continue
-                watched = self.sessions[path.stem] = Watched(path)
+                watched = self.sessions[path.stem] = Watched()
+            if stat.st_size == watched.size:
+                continue  # nothing appended since the last look: not read again
+            watched.size = stat.st_size
             records = read_jsonl(path)
             fresh, watched.read = records[watched.read :], len(records)
             for record in fresh:
@@ -84,7 +88,7 @@ def cmd_watch(args: Namespace, settings: Settings) -> int:
                     announced.add(record["session"])
                     client = f" from {record['client']}" if record.get("client") else ""
                     console.out.print(f"session {record['session']}{client}", highlight=False)
-                console.out.print(turn_line(record), highlight=False)
+                console.out.print(watched_line(record), highlight=False)
             if args.once:
                 break
             time.sleep(POLL_S)
