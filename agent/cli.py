@@ -251,6 +251,11 @@ def _bench_command(commands: argparse._SubParsersAction) -> None:
         help="with --tasks: N attempts at each task at once, on a server with N slots (agent run --attempts)",
     )  # fmt: skip
     bench.add_argument(
+        "--jobs", type=int, metavar="J",
+        help="with --tasks: J tasks at once, on a server with J slots (times --attempts): a GPU serves "
+        "several streams for little more than one",
+    )  # fmt: skip
+    bench.add_argument(
         "--out", metavar="DIR",
         help="write results.json, results.csv and charts (PNG, SVG) there; with --tasks, one JSON line per "
         "task; with --conversation, conversation.json",

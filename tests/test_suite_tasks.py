@@ -345,6 +345,49 @@ def test_interrupting_the_suite_stops_the_running_task_with_its_whole_group(tmp_
     assert not Path(f"/proc/{child}").exists() or "Z" in _state(child), "the task's child outlived the suite"
 
 
+@pytest.mark.slow
+def test_two_tasks_run_at_once_with_jobs_and_ctrl_c_stops_both_runs_and_what_they_started(tmp_path):
+    # Each run's model answers with a sleep of a duration no other process has (the sandbox hides
+    # the test's folders and pids, not the processes): two such sleeps at once proves the runs
+    # overlap, and Ctrl+C must end both, not only the agents.
+    seconds = f"60.{os.getpid()}{time.monotonic_ns() % 10**6}"
+    sleep = {"tool_calls": [{"name": "bash", "arguments": {"command": f"sleep {seconds}"}}]}
+    runner = (
+        "import sys; from pathlib import Path; from agent.frontends.measure.suite import run_suite; "
+        f"run_suite([Path({str(TASKS['hello'])!r}), Path({str(TASKS['fizzbuzz'])!r})], "
+        f"['--base-url', sys.argv[1]], Path({str(tmp_path / 'work')!r}), timeout=120, jobs=2)"
+    )
+    with ScriptedServer(default=sleep) as server:
+        suite = subprocess.Popen([sys.executable, "-c", runner, server.url], stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 60
+            while len(_sleeping(seconds)) < 2 and time.monotonic() < deadline and suite.poll() is None:
+                time.sleep(0.1)
+            overlapped = len(_sleeping(seconds)) == 2
+        finally:
+            suite.send_signal(signal.SIGINT)
+            code = suite.wait(60)
+        assert overlapped, f"the two runs did not overlap: {suite.stderr.read().decode()[-2000:]}"
+        assert code != 0
+    deadline = time.monotonic() + 10
+    while _sleeping(seconds) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _sleeping(seconds), "a run's command outlived the suite"
+
+
+def _sleeping(seconds: str) -> list[int]:
+    """The live processes running `sleep SECONDS`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            ours = entry.name.isdigit() and (entry / "cmdline").read_bytes() == f"sleep\0{seconds}\0".encode()
+            if ours and _state(int(entry.name)) != "Z":
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 def _state(pid: int) -> str:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()

@@ -129,15 +129,16 @@ def cmd_tasks(args: Namespace, settings: Settings) -> int:
         agent_args += ["--actions", args.actions] if args.actions else []
         attempts = getattr(args, "attempts", None) or 1
         agent_args += ["--attempts", str(attempts)] if attempts > 1 else []
+        jobs = getattr(args, "jobs", None) or 1
         with (
             console.build_progress() as build,
             console.start_progress(profile.name) as started,
-            connect(settings, profile, start_progress=started, build_progress=build, slots=attempts),
+            connect(settings, profile, start_progress=started, build_progress=build, slots=attempts * jobs),
             tempfile.TemporaryDirectory(prefix="agent-tasks-") as scratch,
         ):
             out = Path(args.out) / f"{label.replace('/', '-')}.jsonl" if args.out else None
             results[label] = run_suite(
-                tasks, agent_args, Path(scratch), out, timeout=args.task_timeout,
+                tasks, agent_args, Path(scratch), out, timeout=args.task_timeout, jobs=jobs,
                 progress=lambda r: console.note(
                     f"  {r.name}: {'solved' if r.solved else 'not solved'} in {r.seconds:.0f} s, {r.turns} turns"
                 ),

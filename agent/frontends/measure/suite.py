@@ -18,6 +18,7 @@ once per profile and passes `-p PROFILE` or `--base-url URL` in `agent_args`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fnmatch
 import json
@@ -41,7 +42,7 @@ from agent.session.taskfile import load_task
 from agent.settings.config import cache_dir
 from agent.store.redact import redact_record
 from agent.store.telemetry import TurnStats, summarise_turns
-from tools.process_group import CappedOutput, run_command
+from tools.process_group import CappedOutput, run_command, run_command_async
 
 TIMED_OUT = ExitCode.TIMED_OUT  # (the name its tests and examples/compare_aider.py use)
 DEFAULT_TIMEOUT = 900.0  # seconds, for a task without a time_limit
@@ -286,6 +287,13 @@ def run_suite_task(
     task_dir: Path, workdir: Path, agent_args: list[str], timeout: float | None = None
 ) -> TaskScore:
     """One task as `agent run --json` in `workdir`; `timeout` defaults to the task's time_limit + 2 min."""
+    return asyncio.run(run_suite_task_async(task_dir, workdir, agent_args, timeout))
+
+
+async def run_suite_task_async(
+    task_dir: Path, workdir: Path, agent_args: list[str], timeout: float | None = None
+) -> TaskScore:
+    """`run_suite_task` for the event loop: cancelling it stops the run's group (SIGTERM, then SIGKILL)."""
     task_file = (task_dir / "task.md").resolve()
     if timeout is None:
         timeout = _default_timeout(task_file)
@@ -297,10 +305,12 @@ def run_suite_task(
     # Checks and the model's commands say `python3`: make it this interpreter, which has pytest.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     started = time.monotonic()
-    code, stdout, stderr, timed_out = run_in_group(command, timeout, env)
-    code = TIMED_OUT if timed_out or code is None else code
-    result = result_from_events(task_dir.name, parse_events(stdout), code, time.monotonic() - started, stderr)
-    if timed_out:
+    stdout, stderr = CappedOutput(), CappedOutput()
+    ran = await run_command_async(command, output=stdout, errors=stderr, env=env, timeout=timeout, grace=15.0)
+    code = TIMED_OUT if ran.timed_out or ran.returncode is None else ran.returncode
+    events = parse_events(stdout.text())
+    result = result_from_events(task_dir.name, events, code, time.monotonic() - started, stderr.text())
+    if ran.timed_out:
         result.solved = False
         result.error = f"stopped by the suite after {timeout:.0f} s"
     return result
@@ -403,10 +413,12 @@ def run_suite(
     *,
     timeout: float | None = None,
     progress: Callable[[TaskScore], None] | None = None,
+    jobs: int = 1,
 ) -> list[TaskScore]:
-    """Each task in turn, each in a fresh workdir under `workroot` (default: a new temporary folder,
-    kept for a look at what the model did). With `out`, one JSON line per task is appended there as
-    soon as it is done. `progress` gets each result as it comes."""
+    """Each task in a fresh workdir under `workroot` (default: a new temporary folder, kept for a look
+    at what the model did), `jobs` tasks at a time (the server needs a slot for each run, times its
+    attempts), the results in the tasks' order. With `out`, one JSON line per task is appended there as
+    soon as it is done. `progress` gets each result as it comes. Ctrl+C stops every run in flight."""
     # Every sdist first: a download that fails (or a bad source.toml) stops the suite before its first
     # task rather than an hour into it.
     for task_dir in tasks:
@@ -417,18 +429,31 @@ def run_suite(
         workroot = Path(tempfile.mkdtemp(prefix="agent-suite-"))
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-    results = []
-    for task_dir in tasks:
-        workdir = prepare_workdir(task_dir, workroot)
-        result = run_suite_task(task_dir, workdir, agent_args, timeout)
-        results.append(result)
+    return asyncio.run(_run_tasks(tasks, agent_args, workroot, out, timeout, progress, max(1, jobs)))
+
+
+async def _run_tasks(
+    tasks: list[Path], agent_args: list[str], workroot: Path, out: Path | None, timeout: float | None,
+    progress: Callable[[TaskScore], None] | None, jobs: int,
+) -> list[TaskScore]:  # fmt: skip
+    gate = asyncio.Semaphore(jobs)
+    results: dict[Path, TaskScore] = {}
+
+    async def one(task_dir: Path) -> None:
+        async with gate:
+            workdir = prepare_workdir(task_dir, workroot)
+            result = results[task_dir] = await run_suite_task_async(task_dir, workdir, agent_args, timeout)
         if out is not None:
             record = {**result.to_dict(), "agent_args": agent_args, "workdir": str(workdir)}
             with out.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(redact_record(record), ensure_ascii=False) + "\n")
         if progress:
             progress(result)
-    return results
+
+    async with asyncio.TaskGroup() as group:
+        for task_dir in tasks:
+            group.create_task(one(task_dir))
+    return [results[task_dir] for task_dir in tasks]
 
 
 def read_results(path: Path) -> list[TaskScore]:
