@@ -15,6 +15,7 @@ Each chat request takes the next reply from a script. A reply is a dict:
     {"counters": {"draft_tokens": 40, "accepted": 30}}    drafting seen only on /metrics (like vLLM)
     {"delay": 0.5, "chunk_delay": 0.01}                   slow replies
     {"created": 1700000000}                               a fixed `created`, for byte-for-byte comparisons
+    {"linger": 1.0}                                       hold the stream open after [DONE] before ending it
     {"chunks_per_s": 2000}                                chunks on a fixed schedule (a late one is sent
                                                           at once), so the rate holds where sleeps drift
 
@@ -389,6 +390,7 @@ class _Handler(BaseHTTPRequestHandler):
                 }
             )
         if send("[DONE]"):
+            time.sleep(reply.get("linger", 0))
             self.wfile.write(b"0\r\n\r\n")
 
 

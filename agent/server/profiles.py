@@ -193,7 +193,15 @@ class ServerProfile(BaseModel):
                 argv += [flag, str(value)]
         if s.min_p is not None:
             argv += ["--min-p", str(s.min_p)]
+        if s.max_tokens is not None and not _names_flag(self.args, "-n", "--n-predict", "--predict"):
+            # For the clients that name no length (Codex, through `agent launch`): a small model left to
+            # itself writes until the context is full.
+            argv += ["--n-predict", str(s.max_tokens)]
         return argv
+
+
+def _names_flag(args: list[str], *flags: str) -> bool:
+    return any(a in flags or a.startswith(tuple(f + "=" for f in flags)) for a in args)
 
 
 def _flag(name: str, value: FlagValue) -> list[str]:

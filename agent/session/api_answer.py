@@ -106,6 +106,7 @@ class Answer:
     usage: dict[str, Any] = field(default_factory=dict)
     finish: str | None = None
     error: str = ""  # the server's error message, when it answered one
+    ended: bool = False  # the API's last event passed: a client may hang up then and lose nothing
     _pending: bytes = b""
     _body: bytearray = field(default_factory=bytearray)
 
@@ -139,6 +140,8 @@ class Answer:
             self._whole(data)
 
     def _data(self, raw: bytes) -> None:
+        if raw == b"[DONE]":
+            self.ended = True
         if raw == b"[DONE]" or not raw:
             return
         try:
@@ -187,6 +190,8 @@ class Answer:
             elif kind == "message_delta":
                 self.usage.update(data.get("usage") or {})
                 self.finish = (data.get("delta") or {}).get("stop_reason") or self.finish
+            elif kind == "message_stop":
+                self.ended = True
         elif self.api == RESPONSES:
             if kind == "response.output_text.delta":
                 self._token(str(data.get("delta") or ""))
@@ -200,6 +205,7 @@ class Answer:
                 response = data.get("response") or {}
                 self.usage = response.get("usage") or self.usage
                 self.finish = response.get("status") or self.finish
+                self.ended = True
 
     def _whole(self, data: dict[str, Any]) -> None:
         """A non-streamed answer of any of the three APIs."""

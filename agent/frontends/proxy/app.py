@@ -103,7 +103,9 @@ class RecordingProxy:
             failure = f"the server closed the connection mid-answer ({type(exc).__name__}: {exc})"
             raise
         except (asyncio.CancelledError, GeneratorExit):
-            failure = "the client hung up mid-answer"
+            # Codex hangs up as soon as `response.completed` has passed, before the server ends the
+            # stream: that answer is whole.
+            failure = "" if answer.ended else "the client hung up mid-answer"
             raise
         finally:
             # Shielded: a client that hung up cancels this task, and the server's stream must still be

@@ -1,5 +1,5 @@
-"""Published agents through `agent launch` on the real tiny llama-server (tiny-ngram): OpenCode from npm
-and Aider from PyPI, each installed once into the cache (pinned versions), each doing one prompt. The
+"""Published agents through `agent launch` on the real tiny llama-server (tiny-ngram): OpenCode and Codex
+from npm and Aider from PyPI, each installed once into the cache (pinned versions), each doing one prompt. The
 tiny model cannot code; what is tested is that the agent talks to the managed server through the proxy,
 its turns are recorded with the server's figures, the figures are printed at exit, and nothing is left
 running. Aider doing a real task on the embedded coder is measured in docs/benchmarks.md."""
@@ -23,16 +23,17 @@ pytestmark = [pytest.mark.server, pytest.mark.timeout(1500)]
 
 CLIENTS = Path(os.environ.get("AGENT_TEST_CLIENTS", Path.home() / ".cache" / "spec-agent" / "test-clients"))
 OPENCODE = "opencode-ai@1.18.33"
+CODEX = "@openai/codex@0.171.0"  # talks the OpenAI responses API, which llama-server serves too
 AIDER = "aider-chat==0.86.2"
 
 
-def opencode_bin() -> Path:
-    prefix = CLIENTS / OPENCODE.replace("@", "-")
-    binary = prefix / "node_modules" / ".bin" / "opencode"
+def npm_bin(package: str, command: str) -> Path:
+    prefix = CLIENTS / package.lstrip("@").replace("/", "-").replace("@", "-")
+    binary = prefix / "node_modules" / ".bin" / command
     if not binary.exists():
         if shutil.which("npm") is None:
             pytest.skip("npm is not installed on this machine")
-        subprocess.run(["npm", "install", "--prefix", str(prefix), OPENCODE], check=True, timeout=600)
+        subprocess.run(["npm", "install", "--prefix", str(prefix), package], check=True, timeout=600)
     return binary
 
 
@@ -64,12 +65,25 @@ def one_recorded_session(state: Path) -> tuple[str, list[dict]]:
 
 
 def test_opencode_from_npm_does_a_prompt_through_agent_launch(isolated_state: Path, tmp_path: Path):
-    binary = opencode_bin()
+    binary = npm_bin(OPENCODE, "opencode")
     run = launched("opencode", binary, tmp_path, ["run", "Say hello."])
     assert run.returncode == 0, run.stdout + run.stderr
     session, turns = one_recorded_session(isolated_state)
     assert turns and all(t["stats"]["predicted_n"] for t in turns)  # the server's timings, per turn
     assert f"{session}: {len(turns)} turn" in run.stdout  # its figures at exit
+
+
+def test_codex_from_npm_does_a_prompt_through_agent_launch_on_the_responses_api(
+    isolated_state: Path, tmp_path: Path
+):
+    binary = npm_bin(CODEX, "codex")
+    run = launched("codex", binary, tmp_path, ["exec", "--skip-git-repo-check", "Say hello."])
+    assert run.returncode == 0, run.stdout + run.stderr
+    session, turns = one_recorded_session(isolated_state)
+    assert turns, run.stdout + run.stderr
+    assert turns and all(t["stats"]["predicted_n"] for t in turns)
+    assert turns[0]["client"].startswith("codex_exec/")
+    assert f"{session}: {len(turns)} turn" in run.stdout
 
 
 def test_aider_from_pypi_does_a_prompt_through_agent_launch(isolated_state: Path, tmp_path: Path):

@@ -168,6 +168,31 @@ async def test_a_client_that_hangs_up_closes_the_servers_stream_and_is_recorded(
     assert [e["message"] for e in events if e["type"] == "error"] == ["turn 1: the client hung up mid-answer"]
 
 
+async def test_a_client_that_hangs_up_once_the_answer_ended_has_a_whole_turn(isolated_state: Path):
+    # As Codex does: it stops reading at the API's last event, while the server still holds the stream.
+    with ScriptedServer([{"content": "a short answer", "linger": 2.0}]) as server:
+        async with serving(attached(server), free_port(), quiet=True) as proxied:
+            async with (
+                httpx2.AsyncClient(timeout=30) as client,
+                client.stream(
+                    "POST", proxied.openai_base_url + "/chat/completions", json=chat("go")
+                ) as reply,
+            ):
+                received = b""
+                async for chunk in reply.aiter_raw():
+                    received += chunk
+                    if b"[DONE]" in received:
+                        break
+            for _ in range(100):
+                if not proxied.sessions.in_flight:
+                    break
+                await asyncio.sleep(0.05)
+    [record] = sessions(isolated_state)
+    assert not [e for e in record.events if e["type"] == "error"]
+    [turn] = telemetry(isolated_state, record.session_id)
+    assert turn["stats"]["predicted_n"] > 0
+
+
 async def test_malformed_json_and_a_prompt_over_the_context_get_the_servers_own_answer(isolated_state: Path):
     with ScriptedServer([{"overflow": True}], n_ctx=64) as server:
         async with serving(attached(server), free_port(), quiet=True) as proxied:
