@@ -134,21 +134,26 @@ def _code_names(task: str) -> set[str]:
     return found
 
 
-def _resolves(entry: _Entry, parts: list[str]) -> bool:
-    """Whether a dotted name (`pkg.mod.Class.method`, `Class.method`, `mod.func`) is this definition:
-    its last one or two parts are the definition's name (and class), and any parts before them are a
-    tail of its module's path, or its package, where a package re-exports the name."""
+def _resolution(entry: _Entry, parts: list[str]) -> int:
+    """How surely a dotted name (`pkg.mod.Class.method`, `Class.method`, `mod.func`) is this
+    definition, whose name (and class) are its last one or two parts: 2 when the parts before them
+    are a tail of its module's path (or there are none before `Class.method`, precise enough); 1 when
+    only its package is the first of them, where a package re-exports the name; 0 otherwise (a bare
+    name is an identifier, not a dotted name)."""
     qual = entry.qualname.split(".")
+    found = 0
     for size in (2, 1):
         if len(qual) != size or parts[-size:] != qual:
             continue
         module = parts[:-size]
         if not module:
-            return size == 2  # `Class.method` is precise enough; a bare name is an identifier
+            return 2 if size == 2 else found
         path = [p for p in entry.module if p not in ("src", "lib")]
-        if path[-len(module) :] == module or (path and path[0] == module[0]):
-            return True
-    return False
+        if path[-len(module) :] == module:
+            return 2
+        if path and path[0] == module[0]:
+            found = 1
+    return found
 
 
 def _framed(entries: list[_Entry], task: str) -> dict[int, int]:
@@ -191,7 +196,14 @@ def find_definitions(files: list[tuple[str, str]], task: str, limit: int = 6) ->
     average = sum(sum(e.tokens.values()) for e in entries) / count
     having = Counter(w for e in entries for w in e.tokens if w in query or w in related)
     idf = {w: related.get(w, 1.0) * math.log(1 + (count - n + 0.5) / (n + 0.5)) for w, n in having.items()}
-    resolving = {id(e): next((parts for parts in dotted if _resolves(e, parts)), None) for e in entries}
+    # A dotted name that is some module's own definition means that one, not a namesake elsewhere in
+    # its package (which a package's re-export would be).
+    surely = {id(e): [_resolution(e, parts) for parts in dotted] for e in entries}
+    exact = [any(surely[id(e)][i] == 2 for e in entries) for i in range(len(dotted))]
+    resolving = {
+        id(e): next((parts for i, parts in enumerate(dotted) if surely[id(e)][i] > exact[i]), None)
+        for e in entries
+    }
     # A name the task gave with its class or module (`TTLCache.expire`) does not also mean every other
     # definition of that name (`TLRUCache.expire`).
     placed = {parts[-1] for parts in resolving.values() if parts}
