@@ -19,7 +19,7 @@ from typing import Any
 
 from agent.core.checks import CheckResult, fresh_start_note, last_check, work_until_checked
 from agent.core.loop import Limits, Outcome
-from agent.core.task_message import task_message
+from agent.core.task_message import task_message_off_loop
 from agent.core.workbench import auto_commit_subject
 from agent.errors import ConfigError, ExitCode
 from agent.events import ErrorEvent, Event, Notice
@@ -101,12 +101,12 @@ class PreparedTask:
             mcp_servers=mcp_configs(self.settings, self.workdir, self.spec.mcp), resume=self.resumed, **more,
         )  # fmt: skip
 
-    def first_message(self, live: LiveSession) -> str | None:
+    async def first_message(self, live: LiveSession) -> str | None:
         """The task message; for a resume without a task file, None (the history goes on as it is) or,
         when the session ended on the model's answer, RESUME_PROMPT."""
         agent = live.agent
         if self.task:
-            return task_message(
+            return await task_message_off_loop(
                 live.workbench, self.task.body, agent.actions, agent.context, prefix=agent.system_prompt
             )
         if agent.messages[-1]["role"] == "assistant" and not agent.messages[-1].get("tool_calls"):
@@ -245,7 +245,7 @@ async def work_with_fresh_starts(
     # files the task names from them, not from the repository shown around them.
     typed = prep.task.body if prep.task else ""
     outcome, check = await work_until_checked(
-        agent, prep.first_message(live), check_command, workdir, prep.rounds, live.emit, typed=typed
+        agent, await prep.first_message(live), check_command, workdir, prep.rounds, live.emit, typed=typed
     )
     for number in range(1, fresh_starts + 1):
         stuck = outcome.status in ("completed", "repeated") and check is not None and not check.passed
@@ -267,7 +267,7 @@ async def work_with_fresh_starts(
         ))  # fmt: skip
         live.clear(f"cleared for fresh start {number}")
         note = fresh_start_note(check, undone)
-        message = task_message(
+        message = await task_message_off_loop(
             live.workbench,
             prep.task.body,
             agent.actions,
