@@ -284,10 +284,21 @@ async def work_with_fresh_starts(
 
 
 def say_server_fate(live: LiveSession, outcome: Outcome | None) -> None:
-    """The request failed because the server this run started died or was stopped: say so."""
+    """The request failed because the server died or was stopped: say which, and what to do. A server
+    this run started is started again by a resume; one it attached to is not its own to start."""
     gone = outcome is not None and outcome.error.startswith(("ServerGone", "ServerStalled"))
-    if gone and (fate := live.connection.server_fate()):
-        live.emit(Notice(f"{fate}. `agent run --resume {live.session_id}` starts it again and continues."))
+    if not gone:
+        return
+    resume = f"`agent run --resume {live.session_id}`"
+    if fate := live.connection.server_fate():
+        live.emit(Notice(f"{fate}. {resume} starts it again and continues."))
+    elif live.connection.handle is None:
+        url, profile = live.connection.endpoint.base_url, live.connection.profile.name
+        named = "--base-url" if profile == "attach" else f"profile {profile}"
+        live.emit(Notice(
+            f"the model server at {url} ({named}) no longer answers: it was stopped, or moved. Start it "
+            f"again (or give the address it answers at now with --base-url), then {resume} continues."
+        ))  # fmt: skip
 
 
 def _relative_to_task(workdir: str, task: Task | None) -> Path:

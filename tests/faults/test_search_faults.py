@@ -172,6 +172,50 @@ def test_ctrl_c_while_the_first_request_is_built_stops_the_search_and_loses_noth
 # ------------------------------------------------------------------------------------- a killed server
 
 
+def test_the_attached_server_killed_during_the_search_is_named_with_what_to_do(tmp_path, isolated_state, big):
+    """The server given by --base-url (a scripted server process of the test's) killed with SIGKILL
+    while the agent reads the repository: the first request finds nothing there; exit 4, the error,
+    and a notice naming the address and what to do (start it again, or give its new address, then
+    `agent run --resume ID`); `session.finished` (error, exit 4); nothing left running; the
+    repository as it was."""
+    before = snapshot(big.root)
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.scripted_server", "--as-llama-server", "--port", str(port)],
+        cwd=REPO, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert "listening" in (server.stderr.readline() if server.stderr else "")
+        agent = start_agent(
+            str(task_file(tmp_path, big)), "--base-url", f"http://127.0.0.1:{port}", "--workdir", str(big.root),
+            "--json",
+        )  # fmt: skip
+        try:
+            wait_until(lambda: reading(agent, big.root), what="the agent to read the repository", poll=0.0002)
+            server.kill()
+            server.wait()
+            out, err = agent.communicate(timeout=EXITED)
+        finally:
+            if agent.poll() is None:
+                os.killpg(agent.pid, signal.SIGKILL)
+                agent.communicate()
+    finally:
+        server.kill()
+        server.wait()
+    assert agent.returncode == 4, out + err
+    said = [json.loads(line) for line in out.splitlines() if line.strip()]
+    [error] = [e for e in said if e["type"] == "error"]
+    assert error["error"] == "server_gone" and "unreachable" in error["message"]
+    recorded = transcript(isolated_state)
+    [notice] = [e["message"] for e in said if e["type"] == "notice"]
+    assert f"the model server at http://127.0.0.1:{port}/v1 (--base-url) no longer answers" in notice
+    assert "Start it again" in notice and f"agent run --resume {recorded[0]['session_id']}" in notice
+    assert recorded[-1]["type"] == "session.finished" and recorded[-1]["outcome"] == "error"
+    assert recorded[-1]["summary"]["exit_code"] == 4
+    assert not left_running(agent, big.root), "the agent left processes behind"
+    assert snapshot(big.root) == before
+
+
 def scripted_profile(config: Path, tmp_path: Path, name: str = "scripted") -> str:
     """A profile whose llama-server is the scripted server: `agent run` starts it, as its own."""
     binary = tmp_path / "bin" / "llama-server"
