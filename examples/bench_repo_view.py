@@ -8,6 +8,17 @@ definition that the task's solution.patch changes was shown whole (`found`): the
 the code to change, or the model has to find it.
 
     python examples/bench_repo_view.py [--tasks DIR] [--n-ctx 16384] [--reserve 2048] [TASK_GLOB]
+
+With `--generated N`: a repository of N files generated from `--seed` (tests/big_repo.py: nested
+packages of Python modules, tests, docs, data and a few large files, committed to git), with its task
+(a function's dotted name, the call, what it returns and should; no path). Each of `--runs` runs is a
+fresh process, as `agent run` is: the task message built alone (its imports not counted), then the
+real `agent run` on the scripted model server, timed from its start to the first request reaching
+the server (the agent's own time: the server answers its other requests in about a millisecond); the
+same on a repository of 40 files says what any run costs. Printed: the first (cold) run and the
+median, the first request's size against the context, and whether the function's body is in it.
+
+    python examples/bench_repo_view.py --generated 10000 [--seed 1] [--runs 5]
 """
 
 from __future__ import annotations
@@ -15,10 +26,16 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import os
 import re
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.core.context import CHARS_PER_TOKEN, ContextWindow
 from agent.core.prompt import system_prompt
@@ -30,7 +47,8 @@ from agent.protocols.registry import make_actions
 from agent.session.taskfile import load_task
 from tools.outline import fence_for, outline, qualname
 
-TASKS = Path(__file__).resolve().parents[1] / "examples" / "tasks"
+REPO = Path(__file__).resolve().parents[1]
+TASKS = REPO / "examples" / "tasks"
 
 
 def main() -> None:
@@ -41,7 +59,19 @@ def main() -> None:
     )
     parser.add_argument("--n-ctx", type=int, default=16384)
     parser.add_argument("--reserve", type=int, default=2048)
+    parser.add_argument(
+        "--generated", type=int, default=0, metavar="N", help="a generated repository of N files"
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--build-once", nargs=2, metavar=("ROOT", "TASK"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.build_once:
+        print(json.dumps(build_once(Path(args.build_once[0]), args.build_once[1], args.n_ctx, args.reserve)))
+        return
+    if args.generated:
+        generated(args)
+        return
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         folder, glob = (
@@ -113,6 +143,80 @@ def shown(view, rel: str, name: str) -> bool:
     """Whether the view showed `name` of `rel` whole: the file whole, the definition, or its class."""
     names = view.definitions.get(rel, [])
     return rel in view.whole or name in names or name.split(".")[0] in names
+
+
+# ------------------------------------------------------------------------------------- a generated repo
+
+
+BODY = "    share = amount * days // period_days"  # a line of the planted function's body
+
+
+def build_once(root: Path, task: str, n_ctx: int, reserve: int) -> dict:
+    """The task message as `agent run` builds it for the blocks protocol, timed alone, in this process."""
+    context, workbench = ContextWindow(n_ctx, reserve), Workbench(root)
+    blocks = make_actions("blocks", root)
+    prompt = system_prompt(root, blocks.system_prompt)
+    started = time.perf_counter()
+    message = task_message(workbench, task, blocks, context, prefix=prompt)
+    seconds = time.perf_counter() - started
+    first = len(prompt) + len(message)
+    return {
+        "build_s": round(seconds, 3), "first_request_tokens_est": int(first / CHARS_PER_TOKEN),
+        "budget_tokens": context.budget, "body_shown": BODY in message,
+    }  # fmt: skip
+
+
+def first_request(root: Path, task_path: Path, n_ctx: int) -> tuple[float, dict]:
+    """(seconds from `agent run`'s start to its first request at the scripted server, that request)."""
+    from tests.scripted_server import ScriptedServer
+
+    with (
+        tempfile.TemporaryDirectory() as state,
+        ScriptedServer([{"content": "Nothing to do."}], n_ctx) as server,
+    ):
+        env = {**os.environ, "AGENT_STATE_DIR": f"{state}/state", "AGENT_CONFIG_DIR": f"{state}/config"}
+        started = time.monotonic()
+        subprocess.run(
+            [sys.executable, "-m", "agent", "run", str(task_path), "--base-url", server.url, "--workdir", str(root),
+             "--json"],
+            cwd=REPO, env=env, capture_output=True, check=True, timeout=600,
+        )  # fmt: skip
+        return server.model.timeline[0][0] - started, server.requests[0]
+
+
+def generated(args: argparse.Namespace) -> None:
+    from tests.big_repo import generate
+
+    with tempfile.TemporaryDirectory() as scratch:
+        big = generate(Path(scratch) / "big", files=args.generated, seed=args.seed)
+        small = generate(Path(scratch) / "small", files=40, seed=args.seed)
+        size = sum(p.stat().st_size for p in big.root.rglob("*") if p.is_file() and ".git" not in p.parts)
+        print(f"{big.files} files, {size / 1e6:.0f} MB, task: {big.task}")
+        task_path = Path(scratch) / "task.md"
+        task_path.write_text(f'---\nactions: "blocks"\nmax_turns: 1\nfresh_starts: 0\n---\n{big.task}\n')
+        builds, runs, small_runs = [], [], []
+        for _ in range(args.runs):
+            once = [sys.executable, __file__, "--build-once", str(big.root), big.task, "--n-ctx", str(args.n_ctx),
+                    "--reserve", str(args.reserve)]  # fmt: skip
+            builds.append(json.loads(subprocess.run(once, capture_output=True, text=True, check=True).stdout))
+            runs.append(first_request(big.root, task_path, args.n_ctx))
+            small_runs.append(first_request(small.root, task_path, args.n_ctx)[0])
+    seconds = [s for s, _ in runs]
+    _, request = runs[-1]
+    chars = sum(len(m["content"]) for m in request["messages"])
+    row = {
+        "files": big.files, "runs": args.runs,
+        "task_message_first_s": builds[0]["build_s"],
+        "task_message_median_s": statistics.median(b["build_s"] for b in builds),
+        "agent_run_to_first_request_first_s": round(seconds[0], 2),
+        "agent_run_to_first_request_median_s": round(statistics.median(seconds), 2),
+        "same_for_40_files_median_s": round(statistics.median(small_runs), 2),
+        "first_request_tokens_est": int(chars / CHARS_PER_TOKEN), "n_ctx": args.n_ctx,
+        "task_message_tokens_est": builds[0]["first_request_tokens_est"],
+        "task_message_budget_tokens": builds[0]["budget_tokens"],
+        "body_shown": all(b["body_shown"] for b in builds) and BODY in request["messages"][-1]["content"],
+    }  # fmt: skip
+    print(json.dumps(row))
 
 
 if __name__ == "__main__":

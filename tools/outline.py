@@ -216,9 +216,24 @@ def stem(word: str) -> str:
     return word[:-1] if word.endswith("e") and len(word) > 4 else word
 
 
+class _Stems(dict):
+    """{token: its stem, or "" for a word left out}: a repository repeats a few thousand words millions
+    of times, and the code finder reads each definition's body as words."""
+
+    def __missing__(self, token: str) -> str:
+        if len(self) > 200_000:  # random tokens (hashes, data) must not grow it without end
+            self.clear()
+        found = stem(token) if len(token) > 1 and token.lower() not in STOPWORDS else ""
+        self[token] = found
+        return found
+
+
+_STEMS = _Stems()
+
+
 def words_of(text: str) -> list[str]:
     """The stemmed words of code or prose, identifiers split (`naturalSize`, `natural_size`: natural, size)."""
-    return [stem(t) for t in TOKEN.findall(text) if len(t) > 1 and t.lower() not in STOPWORDS]
+    return [s for s in map(_STEMS.__getitem__, TOKEN.findall(text)) if s]
 
 
 WINDOW = 3  # lines shown either side of a line of a long definition that the task's words point at

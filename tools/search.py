@@ -61,23 +61,50 @@ def workspace_files(ws: Workspace, base: Path, dead_links: list[Path] | None = N
     Symlinks that lead to no file (loops, broken links) are left out, and added to `dead_links`.
     Symlinked folders are not followed, so a folder loop cannot make this walk forever.
     """
-    if _in_git_repo(base) and shutil.which("git"):
-        result = subprocess.run(
-            ["git", *NO_HOOKS_ARGS, "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-            cwd=base,
-            capture_output=True,
-            timeout=30,
-        )
-        if result.returncode == 0:
-            names = [n for n in result.stdout.decode("utf-8", "replace").split("\0") if n]
-            found = []
-            for name in names:
-                path = base / name
-                if path.is_file():
-                    found.append(path)
-                elif dead_links is not None and _dead_link(path):
-                    dead_links.append(path)
-            return sorted(found)
+    names = _git_names(base, dead_links)
+    if names is not None:
+        return [base / name for name in names]
+    return _walked(ws, base, dead_links)
+
+
+def workspace_names(ws: Workspace, base: Path) -> list[str]:
+    """workspace_files as paths from `base` (`src/pkg/a.py`), in the same order, for a caller that
+    wants names: in git, no Path is made for each file (a tenth of a second in 10,000 files)."""
+    names = _git_names(base, None)
+    if names is not None:
+        return names
+    return [path.relative_to(base).as_posix() for path in _walked(ws, base, None)]
+
+
+def _git_names(base: Path, dead_links: list[Path] | None) -> list[str] | None:
+    """The files under `base` by git's rules, as paths from it, sorted as Paths sort; None outside a
+    repository or without git."""
+    if not (_in_git_repo(base) and shutil.which("git")):
+        return None
+    result = subprocess.run(
+        ["git", *NO_HOOKS_ARGS, "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=base,
+        capture_output=True,
+        timeout=30,
+    )
+    if result.returncode != 0:
+        return None
+    root = os.fspath(base)
+    found = []
+    for name in result.stdout.decode("utf-8", "replace").split("\0"):
+        if not name:
+            continue
+        full = os.path.join(root, name)
+        if os.path.isfile(full):
+            found.append(name)
+        elif dead_links is not None and _dead_link(Path(full)):
+            dead_links.append(Path(full))
+    found.sort(key=lambda name: name.split("/"))
+    return found
+
+
+def _walked(ws: Workspace, base: Path, dead_links: list[Path] | None) -> list[Path]:
+    """The files under `base` outside git, in the walk's order."""
     import pathspec
 
     # Outside git: the root's .gitignore (nested ones are not read), plus folders nobody wants listed.

@@ -23,8 +23,8 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
+from agent.core.stoppable import check_wanted
 from tools.outline import STOPWORDS, Definition, outline, stem, words_of
 
 DOTTED = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?![\w(]*\.\w)")
@@ -87,34 +87,51 @@ class _Entry:
 SYNONYMS = {stem(word): tuple(stem(alt) for alt in alts.split()) for word, alts in _SYNONYMS.items()}
 
 
-def _module(rel: str) -> tuple[str, ...]:
-    parts = PurePosixPath(rel).with_suffix("").parts
-    return parts[:-1] if parts and parts[-1] == "__init__" else parts
+def module_of(rel: str) -> tuple[str, ...]:
+    """("src", "pkg", "utils") for src/pkg/utils.py, ("pkg",) for pkg/__init__.py."""
+    *folders, name = rel.split("/")
+    dot = name.rfind(".")
+    parts = (*folders, name[:dot] if 0 < dot < len(name) - 1 else name)
+    return parts[:-1] if parts[-1] == "__init__" else parts
 
 
 def _entries(files: list[tuple[str, str]]) -> list[_Entry]:
     found = []
     for rel, text in files:
+        check_wanted()
         defs = outline(rel, text)
         if not defs:
             continue
         lines = text.splitlines()
+        module = module_of(rel)
         owner = ""
-        for d in defs:
+        for i, d in enumerate(defs):
             if d.depth == 0:
                 owner = d.name
             qualname = f"{owner}.{d.name}" if d.depth and owner else d.name
             body = lines[d.start - 1 : d.end]
-            if d.depth == 0 and any(x.depth for x in defs if d.start < x.start <= d.end):
+            if d.depth == 0 and (first := _first_member(defs, i)):
                 # A class: its own lines up to its first member, not its methods' (they have their own).
-                first = min(x.start for x in defs if x.depth and d.start < x.start <= d.end)
                 body = lines[d.start - 1 : first - 1]
             tokens = Counter(words_of(" ".join([qualname] * 3 + body)))
-            found.append(_Entry(rel, d, qualname, _module(rel), tokens))
+            found.append(_Entry(rel, d, qualname, module, tokens))
     return found
 
 
-def _dotted_names(task: str) -> list[list[str]]:
+def _first_member(defs: list[Definition], i: int) -> int | None:
+    """The first line of the first member of `defs[i]`, a top-level definition; None without one. An
+    outline lists a class's members right after it, in order."""
+    d = defs[i]
+    for x in defs[i + 1 :]:
+        if x.depth == 0 or x.start > d.end:
+            return None
+        if d.start < x.start:
+            return x.start
+    return None
+
+
+def dotted_names(task: str) -> list[list[str]]:
+    """The dotted names the task writes (`pkg.utils.slugify` as its parts), file names left out."""
     names = []
     for match in DOTTED.finditer(task):
         parts = match.group(0).split(".")
@@ -124,7 +141,9 @@ def _dotted_names(task: str) -> list[list[str]]:
     return names
 
 
-def _code_names(task: str) -> set[str]:
+def code_names(task: str) -> set[str]:
+    """The names the task writes as code: backticked, snake_case, camelCase or called; each part of a
+    dotted one."""
     found = set()
     for groups in CODE_NAME.findall(task):
         for g in groups:
@@ -134,21 +153,32 @@ def _code_names(task: str) -> set[str]:
     return found
 
 
-def _resolves(entry: _Entry, parts: list[str]) -> bool:
-    """Whether a dotted name (`pkg.mod.Class.method`, `Class.method`, `mod.func`) is this definition:
-    its last one or two parts are the definition's name (and class), and any parts before them are a
-    tail of its module's path, or its package, where a package re-exports the name."""
+def plain_names(task: str) -> set[str]:
+    """The task's plain words that may be a definition's exact name (`naturaldelta`): six letters or
+    more and no stopword, since many names are also English words."""
+    return {w for w in WORD_NAME.findall(task) if len(w) >= 6 and w.lower() not in STOPWORDS}
+
+
+def _resolution(entry: _Entry, parts: list[str]) -> int:
+    """How surely a dotted name (`pkg.mod.Class.method`, `Class.method`, `mod.func`) is this
+    definition, whose name (and class) are its last one or two parts: 2 when the parts before them
+    are a tail of its module's path (or there are none before `Class.method`, precise enough); 1 when
+    only its package is the first of them, where a package re-exports the name; 0 otherwise (a bare
+    name is an identifier, not a dotted name)."""
     qual = entry.qualname.split(".")
+    found = 0
     for size in (2, 1):
         if len(qual) != size or parts[-size:] != qual:
             continue
         module = parts[:-size]
         if not module:
-            return size == 2  # `Class.method` is precise enough; a bare name is an identifier
+            return 2 if size == 2 else found
         path = [p for p in entry.module if p not in ("src", "lib")]
-        if path[-len(module) :] == module or (path and path[0] == module[0]):
-            return True
-    return False
+        if path[-len(module) :] == module:
+            return 2
+        if path and path[0] == module[0]:
+            found = 1
+    return found
 
 
 def _framed(entries: list[_Entry], task: str) -> dict[int, int]:
@@ -176,14 +206,11 @@ def find_definitions(files: list[tuple[str, str]], task: str, limit: int = 6) ->
     entries = _entries(files)
     if not entries:
         return []
-    dotted = _dotted_names(task)
-    names = _code_names(task)
+    dotted = dotted_names(task)
+    names = code_names(task) | plain_names(task)
     literals = [a or b for a, b in LITERAL.findall(task)]
     query = Counter(words_of(task))
     related = {alt: 0.5 for word in query for alt in SYNONYMS.get(word, ()) if alt not in query}
-    # A plain word of the task that is a definition's exact name (`naturaldelta`) names it, at half the
-    # weight of a name written as code: many names are also English words.
-    names |= {w for w in WORD_NAME.findall(task) if len(w) >= 6 and w.lower() not in STOPWORDS}
     by_name = Counter(e.definition.name for e in entries)
     framed = _framed(entries, task)
     # BM25 over the definitions, each a document of its name, docstring and body.
@@ -191,7 +218,14 @@ def find_definitions(files: list[tuple[str, str]], task: str, limit: int = 6) ->
     average = sum(sum(e.tokens.values()) for e in entries) / count
     having = Counter(w for e in entries for w in e.tokens if w in query or w in related)
     idf = {w: related.get(w, 1.0) * math.log(1 + (count - n + 0.5) / (n + 0.5)) for w, n in having.items()}
-    resolving = {id(e): next((parts for parts in dotted if _resolves(e, parts)), None) for e in entries}
+    # A dotted name that is some module's own definition means that one, not a namesake elsewhere in
+    # its package (which a package's re-export would be).
+    surely = {id(e): [_resolution(e, parts) for parts in dotted] for e in entries}
+    exact = [any(surely[id(e)][i] == 2 for e in entries) for i in range(len(dotted))]
+    resolving = {
+        id(e): next((parts for i, parts in enumerate(dotted) if surely[id(e)][i] > exact[i]), None)
+        for e in entries
+    }
     # A name the task gave with its class or module (`TTLCache.expire`) does not also mean every other
     # definition of that name (`TLRUCache.expire`).
     placed = {parts[-1] for parts in resolving.values() if parts}
@@ -228,10 +262,7 @@ def find_definitions(files: list[tuple[str, str]], task: str, limit: int = 6) ->
                 break
         if score <= 0:
             continue
-        if is_test_file(e.rel):
-            score *= TEST_WEIGHT
-        elif ASIDE_FOLDERS & set(PurePosixPath(e.rel).parts[:-1]):
-            score *= ASIDE_WEIGHT
+        score *= file_weight(e.rel)
         scored.append(Found(e.rel, e.definition, e.qualname, score, "; ".join(why)))
     scored.sort(key=lambda f: (-f.score, f.rel, f.definition.start))
     if not scored:
@@ -253,15 +284,25 @@ def find_definitions(files: list[tuple[str, str]], task: str, limit: int = 6) ->
     return chosen
 
 
+def file_weight(rel: str) -> float:
+    """What a match in this file counts for: tests and docs/ less, since the change is seldom there."""
+    if is_test_file(rel):
+        return TEST_WEIGHT
+    return ASIDE_WEIGHT if ASIDE_FOLDERS.intersection(rel.split("/")[:-1]) else 1.0
+
+
 def _contains(outer: Definition, inner: Definition) -> bool:
     return outer.start <= inner.start and inner.end <= outer.end and outer != inner
 
 
 def is_test_file(rel: str) -> bool:
     """Whether a path is a test: under a tests/ or test/ folder, or named test_*, *_test or *.test.*."""
-    path = PurePosixPath(rel)
+    *folders, name = rel.split("/")
+    dot = name.rfind(".")
+    stem = name[:dot] if 0 < dot < len(name) - 1 else name
     return (
-        bool({"tests", "test"} & set(path.parts[:-1]))
-        or path.name.startswith("test_")
-        or path.stem.endswith(("_test", ".test", ".spec"))
+        "tests" in folders
+        or "test" in folders
+        or name.startswith("test_")
+        or stem.endswith(("_test", ".test", ".spec"))
     )

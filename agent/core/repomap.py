@@ -13,21 +13,28 @@ Small models do not explore: they act on what they are shown (FACTS.md). So the 
 3. a line saying what was left out, and how to ask for it (`cat PATH`, `sed -n 'A,Bp' PATH`).
 
 When the whole repository fits, every file is shown whole, as before: small projects lose nothing.
+A large one (past 2 MB of text) is outlined and searched only in its likeliest files, chosen by a
+scan that parses nothing (agent/core/large_repository.py); the map lists the rest by path, so that a
+repository of 10,000 files is read in about half a second on 2 cores.
 Which files were shown whole is returned too: a whole-file rewrite is applied only to those
 (tools/shown.py), so that a model never replaces code it has not read.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path, PurePosixPath
 
 from agent.core.code_finder import Found, find_definitions, is_test_file
+from agent.core.large_repository import closely_read, is_large, likeliest
+from agent.core.stoppable import check_wanted
 from agent.settings.paths import PROJECT_CONFIG
 from tools.outline import Definition, excerpt, outline, words_of
-from tools.search import workspace_files
+from tools.search import workspace_names
 from tools.workspace import Workspace
 
 AGENT_DIR = f"{PROJECT_CONFIG.parent.as_posix()}/"  # .agent/: the agent's settings, not the project's code
@@ -56,7 +63,12 @@ PATHLIKE = re.compile(r"[\w./-]+")
 @dataclass
 class SourceFile:
     rel: str
-    text: str | None  # None: too big or not text; listed by name only
+    data: bytes | None  # None: too big or not text; listed by name only
+
+    @cached_property
+    def text(self) -> str | None:
+        """Decoded when first wanted: a large repository's view decodes only what it reads closely."""
+        return None if self.data is None else self.data.decode("utf-8", errors="replace")
 
     @property
     def size(self) -> int:
@@ -72,19 +84,46 @@ def text_files(workspace: Path) -> list[SourceFile]:
     own folder (.agent/: its settings, the project's check among them, which the model must pass, not
     read; a small model copies a check it was shown into its answer)."""
     found = []
-    for path in workspace_files(Workspace(workspace), workspace):
-        rel = path.relative_to(workspace).as_posix()
-        if path.suffix.lower() not in TEXT_SUFFIXES or path.name.startswith(".") or rel.startswith(AGENT_DIR):
+    root = os.fspath(workspace)
+    for rel in workspace_names(Workspace(workspace), workspace):
+        check_wanted()
+        name = rel.rsplit("/", 1)[-1]
+        if _suffix(name).lower() not in TEXT_SUFFIXES or name.startswith(".") or rel.startswith(AGENT_DIR):
             continue
         try:
-            size = path.stat().st_size
-            data = path.read_bytes() if size <= MAX_READ_BYTES else b""
+            size, data = _read(os.path.join(root, rel))
         except OSError:
             continue
         if b"\0" in data[:4096]:
             continue
-        found.append(SourceFile(rel, data.decode("utf-8", errors="replace") if data or not size else None))
+        found.append(SourceFile(rel, data if data or not size else None))
     return found
+
+
+def _suffix(name: str) -> str:
+    """A file name's suffix as pathlib says it (`.py`; "" for `.gitignore` and `Makefile`), without a
+    Path per file."""
+    dot = name.rfind(".")
+    return name[dot:] if 0 < dot < len(name) - 1 else ""
+
+
+def _read(path: str) -> tuple[int, bytes]:
+    """A file's size and its bytes, b"" past MAX_READ_BYTES. os-level: pathlib's read_bytes cost
+    four times as much, 0.5 s for a repository of 10,000 files."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        if size > MAX_READ_BYTES:
+            return size, b""
+        data = os.read(fd, size + 1)  # one call, unless the file grew since fstat
+        if len(data) > size:
+            chunks = [data]
+            while chunk := os.read(fd, 65536):
+                chunks.append(chunk)
+            data = b"".join(chunks)
+        return size, data
+    finally:
+        os.close(fd)
 
 
 def named_files(files: list[SourceFile], task: str) -> list[SourceFile]:
@@ -94,13 +133,17 @@ def named_files(files: list[SourceFile], task: str) -> list[SourceFile]:
     mentioned.discard("")
     by_name: dict[str, list[SourceFile]] = {}
     for f in files:
-        by_name.setdefault(PurePosixPath(f.rel).name, []).append(f)
+        by_name.setdefault(f.rel.rsplit("/", 1)[-1], []).append(f)
+    # A tail with at least one folder (`requests/utils.py`), by the base name it ends with.
+    tails: dict[str, list[str]] = {}
+    for m in mentioned:
+        if "/" in m:
+            tails.setdefault(m.rsplit("/", 1)[-1], []).append("/" + m)
     named = []
     for f in files:
-        parts = f.rel.split("/")
-        tails = {"/".join(parts[i:]) for i in range(len(parts) - 1)}  # with at least one folder
-        by_base_name = parts[-1] in mentioned and len(by_name[parts[-1]]) == 1 and len(parts[-1]) > 3
-        if f.rel in mentioned or tails & mentioned or by_base_name:
+        base = f.rel.rsplit("/", 1)[-1]
+        by_base_name = base in mentioned and len(by_name[base]) == 1 and len(base) > 3
+        if f.rel in mentioned or any(f.rel.endswith(t) for t in tails.get(base, ())) or by_base_name:
             named.append(f)
     return named
 
@@ -126,6 +169,7 @@ def rank(files: list[SourceFile], task: str, named: list[SourceFile], recent: li
     recent_set = set(recent)
     ranked = []
     for f in files:
+        check_wanted()
         if f.rel in named_rels:
             continue
         defs = outline(f.rel, f.text) if f.text else []
@@ -254,13 +298,37 @@ def _found_section(
 
 def _map_entry(r: Ranked) -> str:
     """A file's path and its definitions' signatures; members of classes only for a relevant file."""
-    if r.file.text is None:
+    if r.file.data is None:
         return f"{r.file.rel} (not shown: large or not text)"
     defs = [d for d in r.definitions if d.depth == 0 or r.score >= 2]
     entry = r.file.rel + "".join(f"\n    {'    ' * d.depth}{d.signature}" for d in defs)
     if len(entry) > ENTRY_LIMIT:
         entry = entry[: entry.rfind("\n", 0, ENTRY_LIMIT)] + "\n    ..."
     return entry
+
+
+def _fits_whole(files: list[SourceFile], budget_chars: int) -> bool:
+    """Whether every file fits whole. A character is at most 4 bytes of UTF-8, so a repository larger
+    than that is not decoded to find that it does not."""
+    if sum(len(f.data or b"") for f in files) > 4 * budget_chars or any(f.data is None for f in files):
+        return False
+    return sum(f.size + len(f.rel) + 10 for f in files) <= budget_chars
+
+
+def _closely_read(
+    files: list[SourceFile], readable: dict[str, SourceFile], task: str, recent: list[str]
+) -> tuple[list[SourceFile], list[SourceFile]]:
+    """(the files to outline and search, the rest): all of them in a repository small enough; in a
+    large one the likeliest (agent/core/large_repository.py), and the rest likeliest first, then those
+    listed by name only."""
+    sizes = {rel: len(f.data or b"") for rel, f in readable.items()}
+    if not is_large(list(sizes.values())):
+        return files, []
+    order = likeliest([(f.rel, f.data or b"") for f in readable.values()], task, recent)
+    chosen = set(closely_read(order, sizes))
+    close = [f for f in files if f.rel in chosen]
+    rest = [readable[rel] for rel, _ in order if rel not in chosen]
+    return close, rest + [f for f in files if f.data is None]
 
 
 def repository_view(
@@ -275,8 +343,7 @@ def repository_view(
     files = text_files(workspace)
     if not files:
         return RepositoryView("The project folder is empty.", [])
-    total = sum(f.size + len(f.rel) + 10 for f in files)
-    if all(f.text is not None for f in files) and total <= budget_chars:
+    if _fits_whole(files, budget_chars):
         shown = "\n\n".join(_fenced(f.rel, f.text or "", fence_for) for f in files)
         return RepositoryView(f"The project's files, as they are now:\n\n{shown}", [f.rel for f in files])
 
@@ -306,11 +373,12 @@ def repository_view(
 
     # The definitions the task is about, in files it did not name: most tasks name behaviour, not paths.
     named_rels = {f.rel for f in named}
-    readable = {f.rel: f for f in files if f.text is not None}
+    readable = {f.rel: f for f in files if f.data is not None}
+    close, rest = _closely_read(files, readable, task, recent or [])
     found = [
         item
         for item in find_definitions(
-            [(f.rel, f.text or "") for f in readable.values()], task, limit=FOUND_LIMIT
+            [(f.rel, f.text) for f in close if f.text is not None], task, limit=FOUND_LIMIT
         )
         if item.rel not in named_rels
     ]
@@ -322,7 +390,11 @@ def repository_view(
         used += len(section)
 
     shown_files = named_rels | set(view.whole) | set(view.partly)
-    ranked = [r for r in rank(files, task, named, recent or []) if r.file.rel not in shown_files]
+    ranked = [
+        r
+        for r in [*rank(close, task, named, recent or []), *(Ranked(f, 0.0) for f in rest)]
+        if r.file.rel not in shown_files
+    ]
     room = budget_chars - used
     entries, left_out = [], []
     for r in ranked:
@@ -341,7 +413,7 @@ def repository_view(
             + "\n".join(entries)
         )
     if left_out:
-        folders = sorted({str(PurePosixPath(p).parent) for p in left_out})
+        folders = sorted({p.rsplit("/", 1)[0] if "/" in p else "." for p in left_out})
         parts.append(
             f"{len(left_out)} more files are not listed, to fit the context (in {', '.join(folders[:8])}"
             f"{', ...' if len(folders) > 8 else ''}); `ls FOLDER` or `grep -rn NAME FOLDER` in a bash "

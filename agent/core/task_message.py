@@ -7,7 +7,8 @@ from __future__ import annotations
 from agent.core.context import CHARS_PER_TOKEN, ContextWindow
 from agent.core.prompt import user_message
 from agent.core.protocol import ActionProtocol
-from agent.core.repomap import repository_view
+from agent.core.repomap import RepositoryView, repository_view
+from agent.core.stoppable import check_wanted, off_loop
 from agent.core.workbench import Workbench
 from tools.files import TASK_TEXT
 from tools.outline import fence_for
@@ -26,17 +27,62 @@ def task_message(
     cut to what the context has room for once the prompt prefix and the task are in, and the
     protocol's reminder last. `note`: said after the task (a fresh start's, agent/core/checks.py).
     `prefix`: the system prompt the agent sends (`Agent.system_prompt`), which the files leave room for."""
+    return _made(
+        workbench, task, protocol, note, *_searched(workbench, task, protocol, context, note, prefix)
+    )
+
+
+async def task_message_off_loop(
+    workbench: Workbench,
+    task: str,
+    protocol: ActionProtocol | None = None,
+    context: ContextWindow | None = None,
+    note: str = "",
+    prefix: str = "",
+) -> str:
+    """`task_message` as a session sends it: git and the repository read in a thread
+    (agent/core/stoppable.py), so that a signal or a cancel is heard while a large one is searched,
+    and the search stops then. State changes only once the search is done: a cancelled one leaves no
+    file marked as shown and no plan awaited."""
+    searched = await off_loop(_searched, workbench, task, protocol, context, note, prefix)
+    return _made(workbench, task, protocol, note, *searched)
+
+
+def _searched(
+    workbench: Workbench,
+    task: str,
+    protocol: ActionProtocol | None,
+    context: ContextWindow | None,
+    note: str,
+    prefix: str,
+) -> tuple[str | None, RepositoryView | None]:
+    """git's state and the repository view (None where the protocol shows none), changing nothing."""
+    view = None
+    if protocol is not None and protocol.shows_repository:
+        budget = files_budget(task + note, context, len(prefix))
+        view = repository_view(workbench.workspace, task, budget, fence_for, recent_files(workbench))
+        check_wanted()
+    return git_summary(workbench.repo), view
+
+
+def _made(
+    workbench: Workbench,
+    task: str,
+    protocol: ActionProtocol | None,
+    note: str,
+    summary: str | None,
+    view: RepositoryView | None,
+) -> str:
+    """The message; the task and what it shows whole recorded for the tools (tools/shown.py)."""
     workbench.tool_state[TASK_TEXT] = task
-    if protocol is None or not protocol.shows_repository:
-        return user_message(task, workbench.workspace, git_summary(workbench.repo), note=note)
-    budget = files_budget(task + note, context, len(prefix))
-    view = repository_view(workbench.workspace, task, budget, fence_for, recent_files(workbench))
+    if protocol is None or view is None:
+        return user_message(task, workbench.workspace, summary, note=note)
     for rel in view.whole:
         mark_shown_whole(workbench.tool_state, workbench.workspace / rel)
     for rel, names in view.definitions.items():
         mark_shown_definitions(workbench.tool_state, workbench.workspace / rel, names)
     reminder = protocol.remind(view.partly)
-    return user_message(task, workbench.workspace, git_summary(workbench.repo), view.text, reminder, note)
+    return user_message(task, workbench.workspace, summary, view.text, reminder, note)
 
 
 def files_budget(task: str, context: ContextWindow | None, prompt_chars: int) -> int:

@@ -23,7 +23,7 @@ from agent.core.checks import CheckResult, work_until_checked
 from agent.core.history import repair_history
 from agent.core.llm import ModelClient, RequestGate
 from agent.core.loop import Agent, Approver, Limits, Outcome
-from agent.core.task_message import task_message
+from agent.core.task_message import task_message_off_loop
 from agent.core.workbench import Workbench, auto_commit_subject, changes_lines
 from agent.errors import ConfigError
 from agent.events import Compacted, ErrorEvent, Event, Notice, SessionFinished, SessionStarted
@@ -102,16 +102,18 @@ class LiveSession:
         typed = text if typed is None else typed
         settings = self._prompt_settings()
         first = len(agent.messages) <= 1  # the system prompt alone: a new (or cleared) conversation
-        message = (
-            task_message(workbench, text, agent.actions, agent.context, prefix=agent.system_prompt)
-            if first
-            else text
-        )
         workbench.task_start = None  # the changes and the auto-commit take only what this prompt does
         self.interrupted = False
         if not settings.check:
             self._notice_untrusted_check()
         try:
+            message = (
+                await task_message_off_loop(
+                    workbench, text, agent.actions, agent.context, prefix=agent.system_prompt
+                )
+                if first
+                else text
+            )
             outcome, check = await work_until_checked(
                 agent, message, settings.check, self.workspace, settings.check_rounds, self.emit, typed=typed
             )

@@ -19,7 +19,7 @@ from typing import Any
 
 from agent.core.checks import CheckResult, fresh_start_note, last_check, work_until_checked
 from agent.core.loop import Limits, Outcome
-from agent.core.task_message import task_message
+from agent.core.task_message import task_message_off_loop
 from agent.core.workbench import auto_commit_subject
 from agent.errors import ConfigError, ExitCode
 from agent.events import ErrorEvent, Event, Notice
@@ -101,12 +101,12 @@ class PreparedTask:
             mcp_servers=mcp_configs(self.settings, self.workdir, self.spec.mcp), resume=self.resumed, **more,
         )  # fmt: skip
 
-    def first_message(self, live: LiveSession) -> str | None:
+    async def first_message(self, live: LiveSession) -> str | None:
         """The task message; for a resume without a task file, None (the history goes on as it is) or,
         when the session ended on the model's answer, RESUME_PROMPT."""
         agent = live.agent
         if self.task:
-            return task_message(
+            return await task_message_off_loop(
                 live.workbench, self.task.body, agent.actions, agent.context, prefix=agent.system_prompt
             )
         if agent.messages[-1]["role"] == "assistant" and not agent.messages[-1].get("tool_calls"):
@@ -245,7 +245,7 @@ async def work_with_fresh_starts(
     # files the task names from them, not from the repository shown around them.
     typed = prep.task.body if prep.task else ""
     outcome, check = await work_until_checked(
-        agent, prep.first_message(live), check_command, workdir, prep.rounds, live.emit, typed=typed
+        agent, await prep.first_message(live), check_command, workdir, prep.rounds, live.emit, typed=typed
     )
     for number in range(1, fresh_starts + 1):
         stuck = outcome.status in ("completed", "repeated") and check is not None and not check.passed
@@ -267,7 +267,7 @@ async def work_with_fresh_starts(
         ))  # fmt: skip
         live.clear(f"cleared for fresh start {number}")
         note = fresh_start_note(check, undone)
-        message = task_message(
+        message = await task_message_off_loop(
             live.workbench,
             prep.task.body,
             agent.actions,
@@ -284,10 +284,21 @@ async def work_with_fresh_starts(
 
 
 def say_server_fate(live: LiveSession, outcome: Outcome | None) -> None:
-    """The request failed because the server this run started died or was stopped: say so."""
+    """The request failed because the server died or was stopped: say which, and what to do. A server
+    this run started is started again by a resume; one it attached to is not its own to start."""
     gone = outcome is not None and outcome.error.startswith(("ServerGone", "ServerStalled"))
-    if gone and (fate := live.connection.server_fate()):
-        live.emit(Notice(f"{fate}. `agent run --resume {live.session_id}` starts it again and continues."))
+    if not gone:
+        return
+    resume = f"`agent run --resume {live.session_id}`"
+    if fate := live.connection.server_fate():
+        live.emit(Notice(f"{fate}. {resume} starts it again and continues."))
+    elif live.connection.handle is None:
+        url, profile = live.connection.endpoint.base_url, live.connection.profile.name
+        named = "--base-url" if profile == "attach" else f"profile {profile}"
+        live.emit(Notice(
+            f"the model server at {url} ({named}) no longer answers: it was stopped, or moved. Start it "
+            f"again (or give the address it answers at now with --base-url), then {resume} continues."
+        ))  # fmt: skip
 
 
 def _relative_to_task(workdir: str, task: Task | None) -> Path:

@@ -60,14 +60,15 @@ def test_parse_size():
 
 
 def files(**extra: str) -> list[tuple[str, str]]:
-    found = [
-        ("src/mypkg/__init__.py", "from .units import parse_size\n"),
-        ("src/mypkg/units.py", SIZES),
-        ("src/mypkg/caches.py", CACHES),
-        ("src/mypkg/tables.py", TABLES),
-        ("tests/test_units.py", TESTS),
-    ]
-    return found + list(extra.items())
+    """The package's files; `extra`: more, or another text for one of them, by path."""
+    found = {
+        "src/mypkg/__init__.py": "from .units import parse_size\n",
+        "src/mypkg/units.py": SIZES,
+        "src/mypkg/caches.py": CACHES,
+        "src/mypkg/tables.py": TABLES,
+        "tests/test_units.py": TESTS,
+    }
+    return list({**found, **extra}.items())
 
 
 def names(found) -> list[str]:
@@ -81,6 +82,19 @@ def test_a_dotted_name_resolves_through_the_package_layout_to_its_definition():
     # ...and through the module's own path as well.
     found = find_definitions(files(), "mypkg.units.format_size(3) is wrong")
     assert names(found)[0] == "src/mypkg/units.py:format_size"
+
+
+def test_a_dotted_name_of_a_module_s_own_definition_does_not_also_name_its_namesakes_in_the_package():
+    """`mypkg.units.format_size` is units.py's; tables.py's `format_size` is in the same package, which
+    would resolve it only were it re-exported from there, and units.py says where it is."""
+    namesake = TABLES + '\n\ndef format_size(n):\n    """Width of a size column."""\n    return len(str(n))\n'
+    found = find_definitions(
+        files(**{"src/mypkg/tables.py": namesake}), "mypkg.units.format_size(3) is wrong"
+    )
+    assert names(found) == ["src/mypkg/units.py:format_size"]
+    # Named by its package alone, both might be the one meant: both are shown.
+    found = find_definitions(files(**{"src/mypkg/tables.py": namesake}), "mypkg.format_size(3) is wrong")
+    assert sorted(names(found)) == ["src/mypkg/tables.py:format_size", "src/mypkg/units.py:format_size"]
 
 
 def test_a_class_and_method_mean_that_method_not_another_classs_method_of_the_same_name():

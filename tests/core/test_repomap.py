@@ -17,6 +17,7 @@ import pytest
 
 from agent.core.repomap import named_files, outline, repository_view, text_files
 from agent.events import ApprovalAnswer, ApprovalRequested, Notice, PermissionDecided
+from tests.big_repo import generate
 from tests.core.test_loop import Run, git_repo
 from tests.frontends.test_headless import agent, task_file
 from tests.scripted_server import ScriptedServer
@@ -91,6 +92,31 @@ def test_the_view_of_a_repository_of_300_modules_stays_within_its_budget(tmp_pat
         view = repository_view(root, "rename f7_3 in pkg7/mod7.py to first", budget, fence_for)
         assert len(view.text) <= budget + 600, budget  # a few lines of explanation aside
         assert "pkg7/mod7.py" in view.text and "more files are not listed" in view.text
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        None,  # the generated task: `orbit.billing.ledger.proration.prorate_amount(100, 10)` returns 33...
+        "When a customer is billed for part of a period, the prorated amount owed for 10 of 30 days comes "
+        "out as 33 instead of 33.33.",
+    ],
+    ids=["dotted-name", "words-only"],
+)
+def test_a_large_repository_is_searched_in_its_likeliest_files_and_the_rest_listed_by_path(tmp_path, task):
+    """Past 2 MB of text, only the likeliest files are outlined and searched: the function the task
+    means is still shown whole, first, and the files left unread are listed by path."""
+    big = generate(tmp_path / "repo", files=400, commit=False)
+    view = repository_view(big.root, task or big.task, 30_000, fence_for)
+    assert len(view.text) <= 30_000 + 600
+    assert "    share = amount * days // period_days" in view.text
+    assert big.path in view.whole or view.definitions[big.path] == ["prorate_amount"]
+    namesakes = [view.text.find(f"by whole {unit}s") for unit in ("day", "week")]
+    if task is None:  # named with its module: its namesakes elsewhere are not it
+        assert namesakes == [-1, -1]
+    else:  # described: the namesakes may be meant too, but it shares the most words, so it comes first
+        assert all(view.text.index("share = amount * days") < at for at in namesakes if at >= 0)
+    assert "docs/" in view.text and "more files are not listed" in view.text
 
 
 def test_a_small_repository_is_shown_whole_as_before(tmp_path):
