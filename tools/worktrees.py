@@ -1,6 +1,11 @@
 """Git worktrees for attempts at one task: each attempt works in a tree of its own, at the workspace's
-starting state (uncommitted and untracked files included, ignored ones not), and only the winner's
-change comes back to the workspace, as one patch.
+starting state (uncommitted and untracked files included), and only the winner's change comes back to
+the workspace, as one patch.
+
+Files that git ignores one by one are copied into each tree too: a generated `_version.py`, a `.env`,
+a local config are what the project's code and check import, and a tree without them fails its check
+whatever the attempt does. Folders ignored whole (.venv/, node_modules/, build/) are not: they are
+large and rebuilt, not edited. Neither comes back: an attempt's change is what git tracks.
 
 The starting state is a commit whose parent is HEAD (the workspace's own files, byte for byte, as a
 checkpoint stores them); each attempt's tree is `git worktree add --detach` of it. An attempt that is
@@ -11,6 +16,7 @@ is asked to keep.
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +25,8 @@ from agent.errors import ConfigError
 from tools.git import AGENT_IDENTITY, Checkpoints, numstat, open_repo
 
 BRANCH_PREFIX = "agent/attempts/"
+IGNORED_FILE_LIMIT = 1_000_000  # bytes: a bigger ignored file is data or a build product, not copied
+IGNORED_TOTAL_LIMIT = 20_000_000  # bytes of ignored files copied into each tree, at most
 
 
 @dataclass
@@ -57,11 +65,31 @@ class AttemptTrees:
                 tree, *parents, "-m", "agent: the attempts' starting state"
             )
         self.folder.mkdir(parents=True, exist_ok=True)
+        ignored = self.ignored_files()
         for number in range(1, count + 1):
             root = self.folder / str(number)
             self.repo.git.worktree("add", "--detach", "--quiet", str(root), self.start)
+            for rel in ignored:
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(self.top / rel, root / rel, follow_symlinks=False)
             self.trees.append(AttemptTree(number, root, root / self.inside))
         return self.trees
+
+    def ignored_files(self) -> list[str]:
+        """The files git ignores one by one (not inside a folder ignored whole), small enough to copy."""
+        listing = self.repo.git.ls_files("--others", "--ignored", "--exclude-standard", "--directory", "-z")
+        chosen, total = [], 0
+        for rel in filter(None, listing.split("\0")):
+            if rel.endswith("/"):  # a folder ignored whole
+                continue
+            try:
+                size = os.lstat(self.top / rel).st_size
+            except OSError:
+                continue
+            if size <= IGNORED_FILE_LIMIT and total + size <= IGNORED_TOTAL_LIMIT:
+                chosen.append(rel)
+                total += size
+        return chosen
 
     def state(self, attempt: AttemptTree) -> str:
         """The tree object of what the attempt's worktree holds now."""

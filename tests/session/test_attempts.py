@@ -29,6 +29,7 @@ from tests.faults import start_agent, wait_until
 from tests.frontends.test_headless import SCHEMA, agent, task_file
 from tests.gguf_files import write_gguf
 from tests.scripted_server import ScriptedServer
+from tools.worktrees import AttemptTrees
 
 CHECK = f"{sys.executable} -c 'from add import add; assert add(2, 3) == 5, add(2, 3)'"
 RIGHT = "def add(a, b):\n    return a + b\n"
@@ -99,6 +100,31 @@ def test_the_first_attempt_whose_check_passes_wins_and_only_its_change_is_applie
     # `agent undo` takes the change back, and only that: the attempts' own checkpoints went with them
     checkpoints = git(repo, "for-each-ref", "--format=%(contents:subject)", "refs/spec-agent/checkpoints")
     assert checkpoints.splitlines() == ["before attempt 2's change"]
+
+
+def test_each_attempt_has_the_files_git_ignores_one_by_one_and_only_the_tracked_change_lands(tmp_path):
+    # A generated version module, as setuptools-scm writes it: ignored, and imported by the code.
+    repo = git_repo(tmp_path / "repo")
+    (repo / ".gitignore").write_text("_version.py\n.venv/\n")
+    (repo / "_version.py").write_text("VERSION = '1.0'\n")
+    (repo / ".venv").mkdir()
+    (repo / ".venv" / "marker").write_text("a whole ignored folder\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-qm", "ignore")
+    check = f"{sys.executable} -c 'from add import add; assert add(2, 3) == 5'"
+    right = "from _version import VERSION\n\n\ndef add(a, b):\n    return a + b\n"
+    # The check imports add, which imports the ignored module: without it no attempt can pass.
+    assert AttemptTrees(repo, tmp_path / "trees", "r").ignored_files() == ["_version.py"]
+    reply = by_attempt({1: writes(right), 2: writes(right)})
+    with ScriptedServer(default=reply) as server:
+        result, events = run(tmp_path, server, "--attempts", "2", check=check)
+    assert result.returncode == 0, result.stderr
+    [finished] = [e for e in events if e["type"] == "attempts.finished"]
+    assert finished["winner"] in (1, 2)
+    assert finished["changes"] == [{"path": "add.py", "added": 5, "deleted": 0}]
+    assert (repo / "add.py").read_text() == right and (
+        repo / "_version.py"
+    ).read_text() == "VERSION = '1.0'\n"
 
 
 def test_attempts_alternate_the_plan_step_and_sample_warmer_after_the_first_of_each_way(tmp_path):

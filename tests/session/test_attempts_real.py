@@ -22,8 +22,11 @@ pytestmark = pytest.mark.server
 def test_a_started_server_gets_a_slot_per_attempt_and_the_winner_lands(tmp_path, isolated_state, embedded):
     repo = git_repo(tmp_path / "repo")
     profile = fault_profile(isolated_state, max_tokens=48)
-    # A check that passes whatever the base model writes: the first attempt to finish wins.
-    proc = two_attempts(tmp_path, repo, profile, check="true", max_turns=2)
+    # A check that passes whatever the base model writes, in a tree that has the file git ignores (a
+    # generated or local one, as projects import): the first attempt to finish wins.
+    (repo / ".git" / "info" / "exclude").write_text("local.cfg\n")
+    (repo / "local.cfg").write_text("generated\n")
+    proc = two_attempts(tmp_path, repo, profile, check="test -f local.cfg", max_turns=2)
     with finally_gone(isolated_state) as seen:
         record = agent_server(isolated_state, proc)
         seen.append(record)
