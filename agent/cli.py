@@ -252,8 +252,8 @@ def _bench_command(commands: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     bench.add_argument(
         "--jobs", type=int, metavar="J",
-        help="with --tasks: J tasks at once, on a server with J slots (times --attempts): a GPU serves "
-        "several streams for little more than one",
+        help="with --tasks: J tasks at once, on a server with J slots (times --attempts); it pays where "
+        "the server's summed rate grows with its streams (a large model on a GPU), not on a 1.5B",
     )  # fmt: skip
     bench.add_argument(
         "--out", metavar="DIR",
