@@ -125,12 +125,30 @@ class Permissions:
             )
         return self._by_rules(tool, effect, subject)
 
+    def check_files(self, tool: str, effect: str, subject: str, paths: list[str]) -> Verdict:
+        """A call that changes several files (a rename): the call's own verdict, and each file's as an
+        edit of that file would get it (the rules for the file tools, and the places where code runs
+        later); the strictest wins, naming the file it came from."""
+        verdicts = [self.check(tool, effect, subject)]
+        verdicts += [
+            Verdict(v.decision, f"{path}: {v.reason}", v.rule)
+            for path in paths
+            if (v := self.check("edit_file", effect, path)).decision != "allow"
+        ]
+        worst = max(verdicts, key=lambda v: SEVERITY[v.decision])
+        if worst.decision == "ask":  # asked once, for all the files that ask
+            asking = [v.reason for v in verdicts if v.decision == "ask"]
+            return Verdict(
+                "ask", "; ".join(asking), verdicts[0].rule if verdicts[0].decision == "ask" else ""
+            )
+        return worst
+
     def _by_rules(self, tool: str, effect: str, subject: str) -> Verdict:
         rule = self.rules.decide(tool, subject)
         if rule:
             kind, pattern = rule
-            reason = f"{'allowed' if kind == 'allow' else kind + 'ed'} by the rule {tool}: {pattern!r}"
-            return Verdict(kind, reason.replace("asked by", "asks by"), suggested_rule(tool, subject))
+            said = {"allow": "allowed", "ask": "asks", "deny": "denied"}[kind]
+            return Verdict(kind, f"{said} by the rule {tool}: {pattern!r}", suggested_rule(tool, subject))
         return self._by_mode(effect == "read", effect, suggested_rule(tool, subject))
 
     def _file(self, tool: str, effect: str, path: str) -> Verdict:

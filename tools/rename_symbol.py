@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from pathlib import Path
 from typing import ClassVar
 
 from pydantic import BaseModel, Field
@@ -52,10 +53,19 @@ class RenameSymbol:
     def summary(self, args: RenameArgs) -> str:
         return f"{args.path}: {args.old} -> {args.new}"
 
+    async def changes(self, args: RenameArgs, ctx: ToolContext) -> list[str]:
+        """The files the call would change, for the permissions to judge one by one: a rule or a
+        protected place that holds for an edit of a file holds for its rename too."""
+        try:
+            _, _, found = await asyncio.to_thread(self._uses, args, ctx)
+        except ToolError:  # the run says why
+            return []
+        return list(dict.fromkeys(use.path for use in found))
+
     async def run(self, args: RenameArgs, ctx: ToolContext) -> ToolResult:
         return await asyncio.to_thread(self._rename, args, ctx)
 
-    def _rename(self, args: RenameArgs, ctx: ToolContext) -> ToolResult:
+    def _uses(self, args: RenameArgs, ctx: ToolContext) -> tuple[Path, str, list[dangling_uses.Use]]:
         path = resolve_to_change(ctx, args.path)
         rel = ctx.workspace.relative(path)
         existing_stat(path, rel)
@@ -69,6 +79,11 @@ class RenameSymbol:
             raise ToolError(
                 f"Nothing uses `{args.old}`: neither {rel} nor a file importing it from there. Nothing renamed."
             )
+        return path, rel, found
+
+    def _rename(self, args: RenameArgs, ctx: ToolContext) -> ToolResult:
+        path, rel, found = self._uses(args, ctx)
+        root = ctx.workspace.root
         word, renamed, diffs, skipped = re.compile(rf"\b{re.escape(args.old)}\b"), [], [], []
         for each in dict.fromkeys(use.path for use in found):
             if (root / each).is_symlink():

@@ -256,7 +256,13 @@ class Agent:
         if parsed.error or tool is None or parsed.args is None:
             result = ToolResult(False, f"Error: {parsed.error}")
         elif not (
-            reason := await self._permitted(call, tool.effect, summary, _risk(tool, parsed.args, self.ctx))
+            reason := await self._permitted(
+                call,
+                tool.effect,
+                summary,
+                _risk(tool, parsed.args, self.ctx),
+                await _files(tool, parsed.args, self.ctx),
+            )
         ):
             result = await self._invoke(tool, parsed.args, call)
             if result.ok and tool.effect != "read":
@@ -278,10 +284,22 @@ class Agent:
         )
         return result
 
-    async def _permitted(self, call: ToolCall, effect: str, subject: str, risk: str | None = None) -> str:
+    async def _permitted(
+        self,
+        call: ToolCall,
+        effect: str,
+        subject: str,
+        risk: str | None = None,
+        files: list[str] | None = None,
+    ) -> str:
         """'' when the call may run, else why not (written for the model). A call with a `risk` (a
-        rewrite deleting most of a file) asks in every mode, full-auto included."""
-        verdict = self.permissions.check(call.name, effect, subject)
+        rewrite deleting most of a file) asks in every mode, full-auto included. A call changing several
+        `files` (a rename) is judged file by file too."""
+        verdict = (
+            self.permissions.check_files(call.name, effect, subject, files)
+            if files
+            else self.permissions.check(call.name, effect, subject)
+        )
         if risk and verdict.decision == "allow":
             verdict = Verdict("ask", f"dangerous: {risk}")
         decision, reason = verdict.decision, verdict.reason
@@ -318,6 +336,12 @@ class Agent:
             raise
         except Exception as exc:  # a bug in a tool must not end the session; the model hears of it
             return ToolResult(False, f"Error: the tool failed unexpectedly: {type(exc).__name__}: {exc}")
+
+
+async def _files(tool: Any, args: Any, ctx: ToolContext) -> list[str] | None:
+    """The files a tool that changes several says it would change (`changes`), else None."""
+    changes = getattr(tool, "changes", None)
+    return await changes(args, ctx) if changes is not None else None
 
 
 def _proposed(call: ToolCall, result: ToolResult) -> list[ToolCall]:

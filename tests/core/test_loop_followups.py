@@ -5,6 +5,7 @@ the model inside the result of the call that proposed it, as the transcript rebu
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import jsonschema
@@ -132,3 +133,37 @@ def test_agent_run_shows_and_records_the_rest_of_a_rename_as_its_own_call(tmp_pa
     kept = [json.loads(line) for line in recorded.read_text().splitlines()]
     assert any(e["type"] == "tool.result" and e["name"] == "rename_symbol" and e["ok"] for e in kept)
     assert (repo / "sign.py").read_text() == RENAMED
+
+
+async def test_a_rename_reaching_a_file_a_rule_denies_runs_nowhere_and_says_which_file(tmp_path):
+    repo = renaming_repo(tmp_path / "repo")
+    (repo / "vendor").mkdir()
+    (repo / "vendor" / "copy.py").write_text("from enc import want_bytes\n")
+    settings = {"permissions": {"deny": {"edit_file": ["vendor/*"]}}}
+    with ScriptedServer([EDIT, {"content": "Left it."}]) as server:
+        run = Run(server, repo, settings=settings)
+        await run(TASK)
+    result = run.results()[1]
+    assert result.name == "rename_symbol" and not result.ok
+    assert "vendor/copy.py: denied by the rule edit_file: 'vendor/*'" in result.output
+    assert (repo / "vendor" / "copy.py").read_text() == "from enc import want_bytes\n"
+    assert "want_bytes" in (repo / "sign.py").read_text()  # the call is one change: none of it ran
+
+
+async def test_a_rename_reaching_a_file_that_runs_as_code_later_asks_even_in_full_auto(tmp_path):
+    repo = renaming_repo(tmp_path / "repo")
+    (repo / "githooks").mkdir()
+    (repo / "githooks" / "check.py").write_text("from enc import want_bytes\n")
+    subprocess.run(["git", "config", "core.hooksPath", "githooks"], cwd=repo, check=True)
+    asked: list[ApprovalRequested] = []
+
+    async def approve(request: ApprovalRequested) -> ApprovalAnswer:
+        asked.append(request)
+        return ApprovalAnswer("no")
+
+    with ScriptedServer([EDIT, {"content": "Left it."}]) as server:
+        run = Run(server, repo, approval="full-auto", approve=approve)
+        await run(TASK)
+    assert [a.name for a in asked] == ["rename_symbol"]
+    assert "githooks/check.py" in asked[0].reason
+    assert (repo / "githooks" / "check.py").read_text() == "from enc import want_bytes\n"
