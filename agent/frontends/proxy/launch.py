@@ -115,9 +115,13 @@ def claude(p: Proxied, scratch: Path) -> tuple[dict[str, str], list[str]]:
 
 
 def codex(p: Proxied, scratch: Path) -> tuple[dict[str, str], list[str]]:
+    # Codex names no answer length (a server we start caps it: profiles.py, --n-predict); it takes the
+    # context window, so that it compacts before the server refuses a prompt.
     provider = f'{{name="spec-agent", base_url="{p.openai_base_url}", env_key="OPENAI_API_KEY", wire_api="responses"}}'
+    context = limits(p).get("limit", {}).get("context")
+    window = ["-c", f"model_context_window={context}"] if context else []
     return common_env(p), ["-c", f"model_providers.spec-agent={provider}", "-c", 'model_provider="spec-agent"',
-                           "-m", p.model]  # fmt: skip
+                           *window, "-m", p.model]  # fmt: skip
 
 
 def goose(p: Proxied, scratch: Path) -> tuple[dict[str, str], list[str]]:

@@ -13,12 +13,15 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from agent.cli import build_parser
 from agent.errors import ConfigError
-from agent.frontends.proxy.launch import plan
+from agent.frontends.proxy.command import Proxied
+from agent.frontends.proxy.launch import CLIENTS, plan
+from agent.server.profiles import ServerProfile
 from agent.store.transcripts import list_session_paths, load_session
 from tests.scripted_server import ScriptedServer
 
@@ -66,6 +69,19 @@ def test_a_known_agent_takes_our_options_before_dash_dash_and_its_own_after():
     # Options that are not ours go to the agent, wherever they are.
     args, (_, command) = parsed("aider", "--yes-always", "-p", "tiny")
     assert command == ["aider", "--yes-always"] and args.profile == "tiny"
+
+
+def test_each_agent_is_told_the_servers_context_and_the_profiles_answer_length(tmp_path: Path):
+    profile = ServerProfile(name="p", model="m.gguf", ctx_size=4096, sampling={"max_tokens": 512})
+    proxied = Proxied("http://127.0.0.1:1", "p", None, SimpleNamespace(profile=profile), context=8192)
+    told = {name: client.setup(proxied, tmp_path) for name, client in CLIENTS.items()}
+    models = json.loads((tmp_path / "aider-models.json").read_text())["openai/p"]
+    assert (models["max_input_tokens"], models["max_output_tokens"]) == (8192, 512)
+    opencode = json.loads(Path(told["opencode"][0]["OPENCODE_CONFIG"]).read_text())
+    assert opencode["provider"]["spec-agent"]["models"]["p"]["limit"] == {"context": 8192, "output": 512}
+    assert told["claude"][0]["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "512"
+    assert "model_context_window=8192" in told["codex"][1]
+    assert profile.server_args("m.gguf", None, None)[-2:] == ["--n-predict", "512"]  # Codex names no length
 
 
 def test_any_other_command_after_dash_dash_keeps_all_its_arguments():
