@@ -34,9 +34,16 @@ class SentPrompt:
     tokens: int  # the prompt's length as the server counted it (cache_n + prompt_n)
 
     @classmethod
-    def of(cls, messages: list[dict[str, Any]], tools: list[dict[str, Any]], tokens: int) -> SentPrompt:
+    def of(
+        cls,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        tokens: int,
+        serialized: tuple[str, ...] | None = None,
+    ) -> SentPrompt:
+        """`serialized`: the messages as `serialize` gives them, where the caller has them already."""
         return cls(
-            tuple(json.dumps(m, sort_keys=True, ensure_ascii=False) for m in messages),
+            serialized if serialized is not None else serialize(messages),
             tuple(str(m.get("role", "?")) for m in messages),
             json.dumps(tools, sort_keys=True, ensure_ascii=False),
             tokens,
@@ -46,6 +53,11 @@ class SentPrompt:
         """About how many of the prompt's tokens come before message `index` (by its characters)."""
         sizes = [len(self.tools)] + [len(m) for m in self.messages]
         return int(self.tokens * sum(sizes[: index + 1]) / max(1, sum(sizes)))
+
+
+def serialize(messages: list[dict[str, Any]]) -> tuple[str, ...]:
+    """Each message as one string, equal exactly when the messages are."""
+    return tuple(json.dumps(m, sort_keys=True, ensure_ascii=False) for m in messages)
 
 
 def first_change(before: SentPrompt, now: SentPrompt) -> int | None:
@@ -91,13 +103,15 @@ class CacheWatch:
         prompt_n: int | None,
         note: str = "",
         server: ServerSide | None = None,
+        serialized: tuple[str, ...] | None = None,
     ) -> str | None:
         """The cause of this request's lost reuse, or None when the cache held (or there is nothing to
-        compare: no timings, the first request of a fresh session)."""
+        compare: no timings, the first request of a fresh session). `serialized`: the messages as
+        `serialize` gives them, where the caller has them already."""
         if cache_n is None or prompt_n is None:
             self.previous = None
             return None
-        now = SentPrompt.of(messages, tools, cache_n + prompt_n)
+        now = SentPrompt.of(messages, tools, cache_n + prompt_n, serialized)
         before, self.previous = self.previous, now
         server = server or ServerSide()
         if before is None:

@@ -10,14 +10,13 @@ each turn's cache reuse is explained against the same conversation's previous re
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.core.prompt_cache import CacheWatch, ServerSide
+from agent.core.prompt_cache import CacheWatch, ServerSide, serialize
 from agent.events import (
     AssistantMessage,
     ErrorEvent,
@@ -67,6 +66,7 @@ class Turn:
     asked: Asked
     counters_before: dict[str, float] | None = None
     overlapped: bool = False  # another request ran at the same time: the counters' deltas are mixed
+    sent: tuple[str, ...] = ()  # its messages, serialized once (prompt_cache.serialize)
 
 
 TurnReport = Callable[[Conversation, int, "TurnStats | None", str], None]
@@ -91,11 +91,11 @@ class ProxySessions:
         self.in_flight: list[Turn] = []
 
     def begin(self, asked: Asked, client: str, counters: dict[str, float] | None) -> Turn:
-        sent = tuple(json.dumps(m, sort_keys=True, ensure_ascii=False) for m in asked.messages)
+        sent = serialize(asked.messages)
         conversation = self._match(asked, sent) or self._open(asked, client)
         conversation.sent, conversation.last_used = sent, time.monotonic()
         conversation.turns += 1
-        turn = Turn(conversation, conversation.turns, asked, counters, overlapped=bool(self.in_flight))
+        turn = Turn(conversation, conversation.turns, asked, counters, bool(self.in_flight), sent)
         for other in self.in_flight:
             other.overlapped = True
         self.in_flight.append(turn)
@@ -166,7 +166,12 @@ class ProxySessions:
             server.foreign_tokens = tokens_between(conversation.counters_after, turn.counters_before)
         conversation.counters_after = counters
         stats.cache_break = conversation.cache.explain(
-            turn.asked.messages, turn.asked.tools, stats.cache_n, stats.prompt_n, server=server
+            turn.asked.messages,
+            turn.asked.tools,
+            stats.cache_n,
+            stats.prompt_n,
+            server=server,
+            serialized=turn.sent,
         )
         return stats
 
