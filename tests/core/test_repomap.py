@@ -181,6 +181,19 @@ async def test_the_first_request_fits_a_16k_context_in_a_repository_of_300_modul
 # ---------------------------------------------------------------------------------------------- no destructive writes
 
 
+async def test_a_block_holding_only_a_line_of_the_outline_is_told_it_is_no_code(tmp_path):
+    """The planted semver task: the 1.5B wrote the outline's first line as its fix, three times."""
+    root = library(tmp_path / "lib")
+    before = (root / "src/pkg/utils.py").read_text()
+    copied = answer("path/to/utils.py", f"{FENCE}python", "def helper_0(value)", FENCE)
+    with ScriptedServer([copied, answer("Done.")], n_ctx=8192) as server:
+        run = Run(server, root, actions="blocks")
+        await run("`pkg.utils.helper_3(2)` returns the wrong value.")
+        told = server.requests[1]["messages"][-1]["content"]
+    assert (root / "src/pkg/utils.py").read_text() == before
+    assert "holds only `helper_0`, copied from the outline" in told and "Not written" not in told
+
+
 async def test_a_whole_file_block_over_a_long_file_never_shown_is_refused_and_the_file_kept(tmp_path):
     """The requests case: shown tests/utils.py, the model wrote src/.../utils.py whole from it."""
     root = library(tmp_path / "lib")

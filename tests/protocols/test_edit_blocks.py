@@ -192,6 +192,24 @@ def test_a_fence_holding_only_a_path_says_so_and_where_the_path_goes():
     assert "without a file path" in parse(f"{F}python\nprint(1)\n{F}\n").problems[0]
 
 
+def test_a_block_of_outline_lines_is_no_code_and_says_to_write_the_function_whole():
+    """planted semver task on an H100 build: path/to/version.py / ```python / the outline's first line /
+    ```, refused as a blind whole-file write, then the same answer until the repeat guard."""
+    parsed = parse(
+        f"path/to/version.py\n{F}python\ndef _comparator(operator: Comparator) -> Comparator\n{F}\n"
+    )
+    assert parsed.actions == []
+    assert parsed.problems == [
+        "the block for version.py holds only `_comparator`, copied from the outline: a signature without its "
+        "body is not code, so nothing was written. Write the function or class you change whole, from its "
+        "`def` or `class` line to the end of its body, with your change in it."
+    ]
+    # Code on one line is code, and so is a signature with its body; a block's first line, all that a
+    # stream stopped at a blind write keeps, stays a write, which shows the file (stream_stop.py).
+    for code in ("def f(): pass", "class A: ...", "def f(x):\n    return x", "class Version:", "def f(a,"):
+        assert [a.kind for a in parse(f"m.py\n{F}python\n{code}\n{F}\n").actions] == ["write"], code
+
+
 def test_a_sentence_ending_with_a_colon_is_not_a_path():
     parsed = parse(f"Here is the updated file:\n{F}python\nprint(1)\n{F}\n")
     assert parsed.actions == []

@@ -32,6 +32,7 @@ Choices worth knowing:
 
 from __future__ import annotations
 
+import ast
 import json
 import posixpath
 import re
@@ -287,6 +288,16 @@ class _Reader:
                 f"a ```{tag} block was not applied: diffs are not read. To change part of a file, "
                 "write SEARCH/REPLACE blocks; to rewrite it, give the whole new file."
             )
+        elif path and (signatures := _outline_lines(path, body)):
+            # The 1.5B copies the outline's first line, `def _comparator(operator: Comparator) ->
+            # Comparator`, as its fix (planted semver task): refused as a whole-file write of a file
+            # it was not shown, it wrote the same line again until the repeat guard ended the line.
+            self.problems.append(
+                f"the block for {path.removeprefix('path/to/')} holds only {signatures}, copied from the "
+                "outline: a signature "
+                "without its body is not code, so nothing was written. Write the function or class you "
+                "change whole, from its `def` or `class` line to the end of its body, with your change in it."
+            )
         elif path:
             self._write(path, _joined(body))
         elif tag in SHELL_TAGS:
@@ -460,6 +471,29 @@ def _path_comment(body: list[str]) -> str | None:
     match = _COMMENT_LABEL.match(first)
     name = match.group(1) if match else None
     return name if name and "." in posixpath.basename(name) and path_from_line(name) else None
+
+
+_SIGNATURE = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+\w+")
+
+
+def _outline_lines(path: str, body: list[str]) -> str | None:
+    """The signature lines a Python block holds when they are all it holds and they are no code: each
+    whole (its brackets closed) and without the colon that begins a body, as the outline shows them.
+    Named as `_comparator` or `2 signatures`; else None. A block's first line of real code (`class
+    Version:`, `def f(a,`), all a stream stopped early keeps of it, is not one (stream_stop.py)."""
+    lines = [line.split("#")[0].rstrip() for line in body if line.strip()]
+    if not path.endswith(".py") or not lines:
+        return None
+    for line in lines:
+        closed = all(line.count(a) == line.count(b) for a, b in ("()", "[]"))
+        if not _SIGNATURE.match(line) or line.endswith(":") or not closed:
+            return None
+    try:
+        ast.parse("\n".join(line.strip() for line in lines))
+    except SyntaxError:
+        name = re.sub(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+).*", r"`\1`", lines[0])
+        return name if len(lines) == 1 else f"{len(lines)} signatures"
+    return None
 
 
 def _only_a_path(body: list[str]) -> str | None:
