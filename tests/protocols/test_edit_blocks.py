@@ -204,6 +204,11 @@ def test_a_block_of_outline_lines_is_no_code_and_says_to_write_the_function_whol
         "body is not code, so nothing was written. Write the function or class you change whole, from its "
         "`def` or `class` line to the end of its body, with your change in it."
     ]
+    # Lines of the outline copied with their numbers, as the next answer did.
+    numbered = (
+        "def _comparator(operator: Comparator) -> Comparator\n    88  def _cmp(a: T_cmp, b: T_cmp) -> int"
+    )
+    assert "holds only 2 signatures, copied" in parse(f"v.py\n{F}python\n{numbered}\n{F}\n").problems[0]
     # Code on one line is code, and so is a signature with its body; a block's first line, all that a
     # stream stopped at a blind write keeps, stays a write, which shows the file (stream_stop.py).
     for code in ("def f(): pass", "class A: ...", "def f(x):\n    return x", "class Version:", "def f(a,"):

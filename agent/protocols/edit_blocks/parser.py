@@ -473,7 +473,8 @@ def _path_comment(body: list[str]) -> str | None:
     return name if name and "." in posixpath.basename(name) and path_from_line(name) else None
 
 
-_SIGNATURE = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+\w+")
+# A line of the outline as the model copies it: its line number too, or not.
+_SIGNATURE = re.compile(r"^\s*(?:\d+\s+)?(?:async\s+)?(?:def|class)\s+(\w+)")
 
 
 def _outline_lines(path: str, body: list[str]) -> str | None:
@@ -489,10 +490,10 @@ def _outline_lines(path: str, body: list[str]) -> str | None:
         if not _SIGNATURE.match(line) or line.endswith(":") or not closed:
             return None
     try:
-        ast.parse("\n".join(line.strip() for line in lines))
+        ast.parse("\n".join(re.sub(r"^\s*\d*\s*", "", line) for line in lines))
     except SyntaxError:
-        name = re.sub(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+).*", r"`\1`", lines[0])
-        return name if len(lines) == 1 else f"{len(lines)} signatures"
+        first = _SIGNATURE.match(lines[0])
+        return f"`{first.group(1)}`" if first and len(lines) == 1 else f"{len(lines)} signatures"
     return None
 
 
