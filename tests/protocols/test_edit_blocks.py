@@ -209,6 +209,8 @@ def test_a_block_of_outline_lines_is_no_code_and_says_to_write_the_function_whol
         "def _comparator(operator: Comparator) -> Comparator\n    88  def _cmp(a: T_cmp, b: T_cmp) -> int"
     )
     assert "holds only 2 signatures, copied" in parse(f"v.py\n{F}python\n{numbered}\n{F}\n").problems[0]
+    cut = numbered + "\n   163      def __init__( self, major: SupportsInt, minor: SupportsInt = 0, pre"
+    assert "holds only 3 signatures, copied" in parse(f"v.py\n{F}python\n{cut}\n{F}\n").problems[0]
     # Code on one line is code, and so is a signature with its body; a block's first line, all that a
     # stream stopped at a blind write keeps, stays a write, which shows the file (stream_stop.py).
     for code in ("def f(): pass", "class A: ...", "def f(x):\n    return x", "class Version:", "def f(a,"):

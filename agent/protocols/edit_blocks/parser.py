@@ -486,8 +486,9 @@ def _outline_lines(path: str, body: list[str]) -> str | None:
     if not path.endswith(".py") or not lines:
         return None
     for line in lines:
+        numbered = re.match(r"\s*\d", line)  # the outline's line number: never code, even cut short
         closed = all(line.count(a) == line.count(b) for a, b in ("()", "[]"))
-        if not _SIGNATURE.match(line) or line.endswith(":") or not closed:
+        if not _SIGNATURE.match(line) or (not numbered and (line.endswith(":") or not closed)):
             return None
     try:
         ast.parse("\n".join(re.sub(r"^\s*\d*\s*", "", line) for line in lines))
