@@ -45,6 +45,7 @@ import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 CHARS_PER_TOKEN = 4
@@ -430,6 +431,18 @@ class ScriptedServer:
     def __exit__(self, *exc: Any) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def llama_server_stand_in(path: Path) -> Path:
+    """An executable at `path`, where a profile's llama-server binary would be, that runs this module
+    as one (`--as-llama-server`): lifecycle, TUI and fault tests start it as the real thing."""
+    repo = Path(__file__).resolve().parents[1]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        f"#!/bin/sh\ncd '{repo}'\nexec '{sys.executable}' -m tests.scripted_server --as-llama-server \"$@\"\n"
+    )
+    path.chmod(0o755)
+    return path
 
 
 def _as_llama_server(argv: list[str]) -> int:

@@ -30,7 +30,7 @@ from tests.big_repo import BigRepo, generate
 from tests.conftest import FIXTURES, free_port
 from tests.faults import AGENT_RUN, REPO, wait_until
 from tests.gguf_files import CHAT_TEMPLATE, write_gguf
-from tests.scripted_server import ScriptedServer
+from tests.scripted_server import ScriptedServer, llama_server_stand_in
 
 pytestmark = pytest.mark.slow
 FILES = 2_000  # ~16 MB: read in a tenth of a second, past the size a repository is searched whole
@@ -218,12 +218,7 @@ def test_the_attached_server_killed_during_the_search_is_named_with_what_to_do(t
 
 def scripted_profile(config: Path, tmp_path: Path, name: str = "scripted") -> str:
     """A profile whose llama-server is the scripted server: `agent run` starts it, as its own."""
-    binary = tmp_path / "bin" / "llama-server"
-    binary.parent.mkdir()
-    binary.write_text(
-        f"#!/bin/sh\ncd '{REPO}'\nexec '{sys.executable}' -m tests.scripted_server --as-llama-server \"$@\"\n"
-    )
-    binary.chmod(0o755)
+    binary = llama_server_stand_in(tmp_path / "bin" / "llama-server")
     model = write_gguf(tmp_path / "bin" / "model.gguf", "scripted", chat_template=CHAT_TEMPLATE)
     (config / "profiles").mkdir(parents=True, exist_ok=True)
     (config / "profiles" / f"{name}.toml").write_text(

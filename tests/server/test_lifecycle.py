@@ -21,6 +21,7 @@ from agent.server.preflight.report import DraftError
 from agent.server.profiles import ServerProfile, Speculative, get_profile
 from agent.server.registry import ServerRecord, ServerRegistry, process_start_time
 from tests.conftest import FIXTURES, free_port, llama_server_pids, paths_with, start_profile
+from tests.scripted_server import llama_server_stand_in
 
 pytestmark = pytest.mark.server
 REPO = Path(__file__).resolve().parents[2]
@@ -167,12 +168,7 @@ def test_beellama_answering_500_on_the_first_request_is_a_bad_dflash_draft(
 ):
     """BeeLlama accepts a non-DFlash draft, turns healthy, then fails every request (FACTS.md).
     BeeLlama cannot be built here, so a scripted server with its recorded --help stands in for it."""
-    binary = tmp_path / "beellama" / "llama-server"
-    binary.parent.mkdir()
-    binary.write_text(
-        f"#!/bin/sh\ncd '{REPO}'\nexec '{sys.executable}' -m tests.scripted_server --as-llama-server \"$@\"\n"
-    )
-    binary.chmod(0o755)
+    binary = llama_server_stand_in(tmp_path / "beellama" / "llama-server")
     os.environ["SCRIPTED_HELP"] = str(FIXTURES / "llama-server-beellama-0.1-help.txt")
     os.environ["SCRIPTED_DEFAULT"] = json.dumps(
         {"status": 500, "error": {"code": 500, "message": "Invalid input batch.", "type": "server_error"}}

@@ -22,6 +22,7 @@ from agent.settings.trust import trust
 from agent.store.transcripts import list_session_paths
 from tests.conftest import FIXTURES, free_port
 from tests.gguf_files import CHAT_TEMPLATE, write_gguf
+from tests.scripted_server import llama_server_stand_in
 
 pytestmark = pytest.mark.slow  # each test starts servers (python processes) and runs a session
 
@@ -40,12 +41,7 @@ def workspace(request, tmp_path: Path, isolated_state: Path, monkeypatch: pytest
     tuned, whose servers answer $SCRIPTED_REPLIES), and a session recorded by a real `agent run` on `rec`:
     an action, then a last answer."""
     actions = request.param
-    binary = tmp_path / "bin" / "llama-server"
-    binary.parent.mkdir()
-    binary.write_text(
-        f"#!/bin/sh\ncd '{REPO}'\nexec '{sys.executable}' -m tests.scripted_server --as-llama-server \"$@\"\n"
-    )
-    binary.chmod(0o755)
+    binary = llama_server_stand_in(tmp_path / "bin" / "llama-server")
     model = write_gguf(tmp_path / "bin" / "model.gguf", "scripted", chat_template=CHAT_TEMPLATE)
     monkeypatch.setenv("SCRIPTED_HELP", str(FIXTURES / "llama-server-upstream-help.txt"))
     ws = tmp_path / "ws"

@@ -148,22 +148,29 @@ async def test_a_server_that_dies_mid_answer_ends_the_clients_stream_and_the_tur
     assert sum(1 for e in events if e["type"] == "turn.completed") == 1
 
 
+async def hang_up(proxied: Proxied, once: bytes = b"") -> None:
+    """A streamed chat request through the proxy whose client hangs up as soon as `once` has arrived
+    (by default, with the first bytes); back once the proxy has recorded the turn."""
+    async with (
+        httpx2.AsyncClient(timeout=30) as client,
+        client.stream("POST", proxied.openai_base_url + "/chat/completions", json=chat("go")) as reply,
+    ):
+        received = b""
+        async for chunk in reply.aiter_raw():
+            received += chunk
+            if once in received:
+                break
+    for _ in range(100):
+        if not proxied.sessions.in_flight:
+            break
+        await asyncio.sleep(0.05)
+    assert not proxied.sessions.in_flight
+
+
 async def test_a_client_that_hangs_up_closes_the_servers_stream_and_is_recorded(isolated_state: Path):
     with ScriptedServer([{"content": "word " * 400, "chunk_delay": 0.02}]) as server:
         async with serving(attached(server), free_port(), quiet=True) as proxied:
-            async with (
-                httpx2.AsyncClient(timeout=30) as client,
-                client.stream(
-                    "POST", proxied.openai_base_url + "/chat/completions", json=chat("go")
-                ) as reply,
-            ):
-                async for _ in reply.aiter_raw():
-                    break  # hang up after the first bytes
-            for _ in range(100):
-                if not proxied.sessions.in_flight:
-                    break
-                await asyncio.sleep(0.05)
-            assert not proxied.sessions.in_flight
+            await hang_up(proxied)  # after the first bytes
     events = [e for r in sessions(isolated_state) for e in r.events]
     assert [e["message"] for e in events if e["type"] == "error"] == ["turn 1: the client hung up mid-answer"]
 
@@ -172,21 +179,7 @@ async def test_a_client_that_hangs_up_once_the_answer_ended_has_a_whole_turn(iso
     # As Codex does: it stops reading at the API's last event, while the server still holds the stream.
     with ScriptedServer([{"content": "a short answer", "linger": 2.0}]) as server:
         async with serving(attached(server), free_port(), quiet=True) as proxied:
-            async with (
-                httpx2.AsyncClient(timeout=30) as client,
-                client.stream(
-                    "POST", proxied.openai_base_url + "/chat/completions", json=chat("go")
-                ) as reply,
-            ):
-                received = b""
-                async for chunk in reply.aiter_raw():
-                    received += chunk
-                    if b"[DONE]" in received:
-                        break
-            for _ in range(100):
-                if not proxied.sessions.in_flight:
-                    break
-                await asyncio.sleep(0.05)
+            await hang_up(proxied, once=b"[DONE]")
     [record] = sessions(isolated_state)
     assert not [e for e in record.events if e["type"] == "error"]
     [turn] = telemetry(isolated_state, record.session_id)

@@ -4,7 +4,6 @@ child process, so that starting, killing and restarting a server is exercised fo
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,8 +12,7 @@ import pytest
 from agent.settings.trust import trust
 from tests.conftest import FIXTURES, free_port
 from tests.gguf_files import CHAT_TEMPLATE, write_gguf
-
-REPO = Path(__file__).resolve().parents[3]
+from tests.scripted_server import llama_server_stand_in
 
 
 @pytest.fixture
@@ -22,12 +20,7 @@ def scripted_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callabl
     """scripted_profile(workspace, name, replies=[...], default={...}) writes .agent/profiles/NAME.toml
     and returns its port. The replies travel in the profile's environment for the server process.
     The workspace is trusted, as a project's own profiles count only then (agent/settings/trust.py)."""
-    binary = tmp_path / "scripted-bin" / "llama-server"
-    binary.parent.mkdir(exist_ok=True)
-    binary.write_text(
-        f"#!/bin/sh\ncd '{REPO}'\nexec '{sys.executable}' -m tests.scripted_server --as-llama-server \"$@\"\n"
-    )
-    binary.chmod(0o755)
+    binary = llama_server_stand_in(tmp_path / "scripted-bin" / "llama-server")
     # A real GGUF header (with a chat template): the preflight reads it before each launch.
     model = write_gguf(tmp_path / "scripted-bin" / "model.gguf", "scripted", chat_template=CHAT_TEMPLATE)
     monkeypatch.setenv("SCRIPTED_HELP", str(FIXTURES / "llama-server-upstream-help.txt"))
