@@ -18,7 +18,7 @@ from agent.server.preflight.checks import preflight, template_in_args
 from agent.server.preflight.gguf import read_gguf_header
 from agent.server.preflight.memory import flag_value
 from agent.server.preflight.report import DraftError, Memory, PreflightReport
-from agent.server.profiles import EMBEDDED, LOOPBACK_HOSTS, ServerProfile
+from agent.server.profiles import EMBEDDED, LOOPBACK_HOSTS, ServerProfile, names_flag
 from agent.server.source_build import SERVER_BIN_VAR, installed_binary
 
 
@@ -295,7 +295,11 @@ def _offload_on_gpu(profile: ServerProfile, binary: Path, cache_dir: Path) -> tu
     """An embedded profile names no -ngl (it must run on any machine); on a binary with a GPU device,
     all layers go there: the embedded models are small enough for any GPU llama.cpp supports, and a
     partial offload ('auto', upstream's default) decodes at the CPU's pace for the layers left behind."""
-    if profile.kind != "embedded" or profile.gpu_layers is not None or _names_ngl(profile.args):
+    if (
+        profile.kind != "embedded"
+        or profile.gpu_layers is not None
+        or names_flag(profile.args, "-ngl", "--gpu-layers", "--n-gpu-layers")
+    ):
         return profile, ""
     devices = list_devices(binary, cache_dir)
     if not devices:
@@ -305,10 +309,6 @@ def _offload_on_gpu(profile: ServerProfile, binary: Path, cache_dir: Path) -> tu
     if spec and spec.draft_model and spec.draft_gpu_layers is None:
         update["speculative"] = spec.model_copy(update={"draft_gpu_layers": "all"})
     return profile.model_copy(update=update), f"all layers on the GPU: {devices[0]}"
-
-
-def _names_ngl(args: list[str]) -> bool:
-    return any(a.split("=")[0] in ("-ngl", "--gpu-layers", "--n-gpu-layers") for a in args)
 
 
 def check_profile(

@@ -193,15 +193,16 @@ class ServerProfile(BaseModel):
                 argv += [flag, str(value)]
         if s.min_p is not None:
             argv += ["--min-p", str(s.min_p)]
-        if s.max_tokens is not None and not _names_flag(self.args, "-n", "--n-predict", "--predict"):
+        if s.max_tokens is not None and not names_flag(self.args, "-n", "--n-predict", "--predict"):
             # For the clients that name no length (Codex, through `agent launch`): a small model left to
             # itself writes until the context is full.
             argv += ["--n-predict", str(s.max_tokens)]
         return argv
 
 
-def _names_flag(args: list[str], *flags: str) -> bool:
-    return any(a in flags or a.startswith(tuple(f + "=" for f in flags)) for a in args)
+def names_flag(args: list[str], *flags: str) -> bool:
+    """Whether `args` give one of `flags` (any of a flag's spellings), alone or as `FLAG=VALUE`."""
+    return any(a.split("=", 1)[0] in flags for a in args)
 
 
 def _flag(name: str, value: FlagValue) -> list[str]:

@@ -47,6 +47,7 @@ from tools.process_group import CappedOutput, run_command, run_command_async
 TIMED_OUT = ExitCode.TIMED_OUT  # (the name its tests and examples/compare_aider.py use)
 DEFAULT_TIMEOUT = 900.0  # seconds, for a task without a time_limit
 SETUP_ALLOWANCE = 120.0  # seconds past a task's own time_limit: start-up, the last check, shutdown
+STOP_GRACE = 15.0  # seconds a stopped run has, after SIGTERM, to finish its session record
 
 
 @dataclass
@@ -306,7 +307,9 @@ async def run_suite_task_async(
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     started = time.monotonic()
     stdout, stderr = CappedOutput(), CappedOutput()
-    ran = await run_command_async(command, output=stdout, errors=stderr, env=env, timeout=timeout, grace=15.0)
+    ran = await run_command_async(
+        command, output=stdout, errors=stderr, env=env, timeout=timeout, grace=STOP_GRACE
+    )
     code = TIMED_OUT if ran.timed_out or ran.returncode is None else ran.returncode
     events = parse_events(stdout.text())
     result = result_from_events(task_dir.name, events, code, time.monotonic() - started, stderr.text())
@@ -322,7 +325,7 @@ def _default_timeout(task_file: Path) -> float:
 
 
 def run_in_group(
-    command: list[str], timeout: float, env: dict[str, str] | None = None, grace: float = 15.0
+    command: list[str], timeout: float, env: dict[str, str] | None = None, grace: float = STOP_GRACE
 ) -> tuple[int | None, str, str, bool]:
     """(exit code, stdout, stderr, timed out): `command` in a new session; on timeout or interrupt its
     group gets SIGTERM (the agent then finishes its session record, which stdout still takes), then
