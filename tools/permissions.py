@@ -130,10 +130,12 @@ class Permissions:
         edit of that file would get it (the rules for the file tools, and the places where code runs
         later); the strictest wins, naming the file it came from."""
         verdicts = [self.check(tool, effect, subject)]
+        # A file whose verdict is only the mode's (ask mode asks for each) adds nothing to the call's.
+        mode = self._by_mode(False, effect, "").reason
         verdicts += [
             Verdict(v.decision, f"{path}: {v.reason}", v.rule)
             for path in paths
-            if (v := self.check("edit_file", effect, path)).decision != "allow"
+            if (v := self.check("edit_file", effect, path)).decision != "allow" and v.reason != mode
         ]
         worst = max(verdicts, key=lambda v: SEVERITY[v.decision])
         if worst.decision == "ask":  # asked once, for all the files that ask

@@ -16,6 +16,7 @@ from agent.store.transcripts import SessionRecord
 from tests.core.test_loop import Run, call, git_repo
 from tests.frontends.test_headless import SCHEMA, agent, task_file
 from tests.scripted_server import ScriptedServer
+from tools.permissions import Permissions
 
 TASK = "Rename want_bytes to to_bytes everywhere."
 RENAMED = "from enc import to_bytes\n\nprint(to_bytes('a'))\n"
@@ -167,3 +168,9 @@ async def test_a_rename_reaching_a_file_that_runs_as_code_later_asks_even_in_ful
     assert [a.name for a in asked] == ["rename_symbol"]
     assert "githooks/check.py" in asked[0].reason
     assert (repo / "githooks" / "check.py").read_text() == "from enc import want_bytes\n"
+
+
+def test_in_ask_mode_a_rename_is_asked_for_once_for_the_call_not_again_for_each_file(tmp_path):
+    permissions = Permissions("ask", workspace=tmp_path)
+    verdict = permissions.check_files("rename_symbol", "edit", "enc.py: a -> b", ["enc.py", "sign.py"])
+    assert (verdict.decision, verdict.reason) == ("ask", "ask mode: edits need approval")
