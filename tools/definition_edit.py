@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
+from difflib import SequenceMatcher
 from pathlib import Path
 
 from tools.missing_imports import defines
@@ -150,9 +151,49 @@ def _owner(method: ast.stmt, tree: ast.Module) -> str:
 
 def _method_span(method: ast.stmt, text: str, lines: list[str]) -> tuple[int, int, str]:
     """(first line, last line, `text` indented as the method is in the file)."""
-    start = _first_line(method)
-    indent = lines[start - 1][: len(lines[start - 1]) - len(lines[start - 1].lstrip())]
-    return start, method.end_lineno or start, textwrap.indent(textwrap.dedent(text), indent)
+    start, end = _first_line(method), method.end_lineno or _first_line(method)
+    indent, written = _indent(lines[start - 1]), _indent(text.splitlines()[0]) if text else ""
+    placed = textwrap.indent(textwrap.dedent(text), indent)
+    if len(indent) > len(written):
+        placed = _realigned(placed, lines[start - 1 : end], len(indent) - len(written))
+    return start, end, placed
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def _realigned(placed: str, old: list[str], shift: int) -> str:
+    """`placed` (a method the model wrote `shift` columns left of where it stands, moved back) with the
+    lines it copied at their column in the file, not the block's, moved back too. The 1.5B wrote
+    semver's `Version.compare` at column 0 with its fix in it, and its last 15 lines, unchanged, still
+    at the method's 8 spaces: they fell inside the `raise` branch above them, which is valid Python,
+    and the method returned None. Only the lines after the last one copied at the block's column are
+    moved, when every unchanged one of them sits `shift` columns deeper than in the file, and only when
+    the method still parses. (A docstring's line copied at its old column is text, and stays.)"""
+    new = placed.splitlines()
+    pairs = SequenceMatcher(None, [n.strip() for n in new], [o.strip() for o in old], autojunk=False)
+    offsets = [
+        (i, len(_indent(new[i])) - len(_indent(old[j])))
+        for a, b, size in pairs.get_matching_blocks()
+        for i, j in zip(range(a, a + size), range(b, b + size), strict=True)
+        if new[i].strip()
+    ]
+    last_kept = max((i for i, offset in offsets if offset == 0), default=-1)
+    deeper = [i for i, offset in offsets if i > last_kept]
+    if len(deeper) < 2 or any(offset != shift for i, offset in offsets if i > last_kept):
+        return placed
+    if any(line.strip() for line in new[last_kept + 1 : deeper[0]]):
+        return placed  # a new line opens the deeper part: `if other:` put around the tail on purpose
+    tail = new[deeper[0] :]
+    if any(line.strip() and len(_indent(line)) < shift for line in tail):
+        return placed
+    moved = "\n".join(new[: deeper[0]] + [line[shift:] for line in tail])
+    try:
+        ast.parse(textwrap.dedent(moved))
+    except SyntaxError:
+        return placed
+    return moved
 
 
 def _methods_of_class_block(

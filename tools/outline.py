@@ -153,9 +153,11 @@ def excerpt(
     members_of_wanted_only: bool = False,
     words: set[str] | None = None,
 ) -> tuple[str, list[str]]:
-    """A file too long to show whole, as a model is shown it: `head`, its outline with line numbers,
-    the `wanted` definitions whole (each with `why` it was chosen), its last lines (the anchor of an
-    addition at the end), within about `budget` characters. Returns the text and the names of the
+    """A file too long to show whole, as a model is shown it: `head`, the `wanted` definitions whole
+    (each with `why` it was chosen), its outline with line numbers, its last lines (the anchor of an
+    addition at the end), within about `budget` characters. The code comes before the outline because
+    a small model copies the first code it sees: shown the outline first, the 1.5B wrote it back as
+    its fix of semver's `Version.compare`, three times in a row. Returns the text and the names of the
     definitions shown whole (`Class.method` for a member). `members_of_wanted_only`: list only the
     members of the classes holding a wanted definition (the rest of a large file is noise). A wanted
     definition too long for the budget is shown by its lines holding the most of `words` (stemmed,
@@ -166,7 +168,7 @@ def excerpt(
     if members_of_wanted_only:
         owners = {qualname(d, defs).split(".")[0] for d in wanted if d.depth}
         listed = [d for d in defs if d.depth == 0 or qualname(d, defs).split(".")[0] in owners]
-    parts, shown = [head], []
+    parts, shown, listing = [head], [], ""
     if defs:
         listing = "\n".join(f"{d.start:>6}  {'    ' * d.depth}{d.signature}" for d in listed)
         if len(listing) > budget // 3:
@@ -174,8 +176,8 @@ def excerpt(
         if len(listing) > budget // 3:
             kept = listing[: listing.rfind("\n", 0, budget // 3)]
             listing = f"{kept}\n   ...  ({listing.count(chr(10)) - kept.count(chr(10))} more definitions)"
-        parts.append(f"Its outline (line numbers on the left):\n{listing}")
-    used = sum(len(p) for p in parts)
+        listing = f"The outline of {rel} (line numbers on the left):\n{listing}"
+    used = len(head) + len(listing)
     for d in wanted:
         body = "\n".join(lines[d.start - 1 : d.end])
         if used + len(body) > budget:
@@ -195,6 +197,8 @@ def excerpt(
         parts.append(f"Lines {d.start}-{d.end} of {rel} ({label}):\n{fence}\n{body}\n{fence}")
         used += len(body)
         shown.append(qualname(d, defs))
+    if listing:
+        parts.append(listing)
     tail = "\n".join(lines[-TAIL_LINES:])
     if used + len(tail) <= budget:
         fence = fence_for(tail)

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from tools.base import ToolContext, ToolError
-from tools.outline import DEFINITION_NAME, excerpt, fence_for, outline, words_of
+from tools.outline import DEFINITION_NAME, Definition, excerpt, fence_for, outline, qualname, words_of
 from tools.workspace import OutsideWorkspace
 
 READ_STAMPS = "files.read_stamps"  # ToolContext.state key: real path -> stamp of the file read_file saw
@@ -24,12 +24,16 @@ SHOWN_WHOLE = "files.shown_whole"
 # ToolContext.state key: real path -> names of the top-level definitions of a long file that the task
 # message showed whole. A whole-file block holding only those may replace them (tools/definition_edit.py).
 SHOWN_DEFINITIONS = "files.shown_definitions"
+# ToolContext.state key: real path -> the definitions of a long file that the task message showed as
+# what the task is about, best first. A refused write of that file shows these first.
+TASK_FOCUS = "files.task_focus"
 NOT_SHOWN = "you have not been shown all of it"  # in the refusal; the blocks protocol reads it back
 SHOWN_NOW_WHOLE = "Here it is whole, as it is now"  # in the refusal that showed the file: it may be written
 # A refused file up to this size is shown whole with the refusal; a longer one as its outline and the
 # definitions named. 12,000 characters is about 350 lines: the 1.5B rewrites that much reliably.
 SHOW_WHOLE_CHARS = 12_000
 SHOW_PART_CHARS = 8_000
+SHOW_PART_DEFINITIONS = 4  # past the best few, the model is shown more to copy than to read
 
 
 def file_stamp(st: os.stat_result) -> tuple[int, int, int]:
@@ -57,6 +61,11 @@ def mark_shown_whole(state: dict, path: Path) -> None:
 def mark_shown_definitions(state: dict, path: Path, names: list[str]) -> None:
     """The model has seen these definitions of `path` whole: it may write them anew."""
     state.setdefault(SHOWN_DEFINITIONS, {}).setdefault(str(path), set()).update(names)
+
+
+def mark_task_focus(state: dict, path: Path, names: list[str]) -> None:
+    """These definitions of `path` (qualified: `Version.compare`), best first, are what the task is about."""
+    state.setdefault(TASK_FOCUS, {})[str(path)] = list(names)
 
 
 def shown_definitions(state: dict, path: Path) -> set[str]:
@@ -157,6 +166,24 @@ def check_fresh(ctx: ToolContext, path: Path, rel: str, st: os.stat_result | Non
     )
 
 
+def _refused_wanted(defs: list[Definition], focus: list[str], written: str, task: str) -> list[Definition]:
+    """The definitions a refused write's answer shows, at most SHOW_PART_DEFINITIONS: those the task
+    message found the task to be about (`focus`), then those the task names, then those the refused
+    block names. In that order, because the 1.5B copies the first code it is shown: the outline it
+    copied names every definition, and shown in file order they put semver's `_comparator` before the
+    `Version.compare` the task was about, and it rewrote `_comparator`."""
+    by_name = {qualname(d, defs): d for d in defs}
+    in_task = [d for d in defs if len(d.name) > 3 and re.search(rf"(?<![\w]){re.escape(d.name)}(?!\w)", task)]
+    in_block = set(DEFINITION_NAME.findall(written))
+    ranked = [by_name[q] for q in focus if q in by_name] + in_task + [d for d in defs if d.name in in_block]
+    ranked = list(dict.fromkeys(ranked))
+    # A class the model wrote whole is shown by its members it named, or its head alone when too long.
+    ranked = [
+        d for d in ranked if not any(o is not d and o in ranked and d.start <= o.start <= d.end for o in defs)
+    ]
+    return ranked[:SHOW_PART_DEFINITIONS]
+
+
 def show_unseen(ctx: ToolContext, path: Path, rel: str, written: str, task: str = "") -> str:
     """The file a refused whole-file write was for, as the model must see it to write it: whole when it
     fits, else its outline and the definitions that `written` (the refused content) or the task name.
@@ -173,15 +200,8 @@ def show_unseen(ctx: ToolContext, path: Path, rel: str, written: str, task: str 
     defs = outline(rel, text)
     if not defs:
         return ""
-    names = set(DEFINITION_NAME.findall(written)) | {
-        d.name for d in defs if len(d.name) > 3 and re.search(rf"(?<![\w]){re.escape(d.name)}(?!\w)", task)
-    }
-    wanted = [d for d in defs if d.name in names]
-    # A class the model wrote whole is shown by its members it named, or its head alone when too long.
-    wanted = [
-        d for d in wanted if not any(o is not d and o in wanted and d.start <= o.start <= d.end for o in defs)
-    ]
-    head = f"{rel} has {len(text.splitlines()):,} lines, too long to show whole here: its outline and the parts named."
+    wanted = _refused_wanted(defs, ctx.state.get(TASK_FOCUS, {}).get(str(path), []), written, task)
+    head = f"{rel} has {len(text.splitlines()):,} lines, too long to show whole here: the parts named, then its outline."
     words = set(words_of(task))
     shown_text, shown = excerpt(
         rel, text, wanted, SHOW_PART_CHARS, head, members_of_wanted_only=True, words=words
@@ -195,4 +215,4 @@ def show_unseen(ctx: ToolContext, path: Path, rel: str, written: str, task: str 
         if rel.endswith(".py")
         else "change it with SEARCH/REPLACE edits copied exactly from the lines shown"
     )
-    return f"\n\nHere is what you need of it; {ask}:\n\n{shown_text}"
+    return f"\n\nHere is what you need of it, what the task is about first; {ask}:\n\n{shown_text}"

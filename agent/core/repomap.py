@@ -274,7 +274,7 @@ def _found_section(
             parts.append(f"{rel} ({said}), whole:\n" + _fenced(rel, f.text or "", fence_for))
             view.whole.append(rel)
         elif room > 1500:
-            head = f"{rel} has {len(f.lines):,} lines, too long to show whole here: its outline, then the code found."
+            head = f"{rel} has {len(f.lines):,} lines, too long to show whole here: the code found, then its outline."
             shown = view.definitions.setdefault(rel, [])
             why = {i.definition: i.why for i in items}
             wanted = [i.definition for i in items]

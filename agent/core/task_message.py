@@ -12,7 +12,7 @@ from agent.core.stoppable import check_wanted, off_loop
 from agent.core.workbench import Workbench
 from tools.files import TASK_TEXT
 from tools.outline import fence_for
-from tools.shown import mark_shown_definitions, mark_shown_whole
+from tools.shown import mark_shown_definitions, mark_shown_whole, mark_task_focus
 
 
 def task_message(
@@ -81,6 +81,7 @@ def _made(
         mark_shown_whole(workbench.tool_state, workbench.workspace / rel)
     for rel, names in view.definitions.items():
         mark_shown_definitions(workbench.tool_state, workbench.workspace / rel, names)
+        mark_task_focus(workbench.tool_state, workbench.workspace / rel, names)
     reminder = protocol.remind(view.partly)
     return user_message(task, workbench.workspace, summary, view.text, reminder, note)
 

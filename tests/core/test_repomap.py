@@ -227,7 +227,7 @@ async def test_an_answer_writing_a_file_never_shown_whole_is_stopped_at_its_firs
     first_line = before.splitlines()[0]
     # What the history keeps is the answer up to that first line, with its fence closed.
     assert kept == f"I will rewrite it.\n\nsrc/pkg/utils.py\n{FENCE}python\n{first_line}\n{FENCE}\n"
-    assert "you have not been shown all of it" in told and "its outline and the parts named" in told
+    assert "you have not been shown all of it" in told and "the parts named, then its outline" in told
     assert (root / "src/pkg/utils.py").read_text() == before
     assert any("began writing src/pkg/utils.py whole" in n.message for n in run.of(Notice))
 
@@ -564,6 +564,9 @@ def test_a_task_naming_a_function_and_no_path_is_shown_that_functions_body(tmp_p
     assert '    """Helper number 42."""' in view.text
     assert view.partly == ["src/pkg/utils.py"] and view.definitions["src/pkg/utils.py"] == ["helper_42"]
     assert view.text.index("helper_42: the task names") < view.text.index("The other files")
+    # The code before the outline: a small model copies the first code it sees (semver's outline
+    # line, written back three times as the fix of Version.compare).
+    assert view.text.index("helper_42: the task names") < view.text.index("The outline of src/pkg/utils.py")
 
 
 def test_a_short_file_holding_the_code_found_is_shown_whole_with_why(tmp_path):

@@ -3,13 +3,16 @@ whole replaces them where they stand (or adds new ones at the end), and touches 
 
 from __future__ import annotations
 
+import re
+import textwrap
+
 import pytest
 
 from tools.base import TASK_TEXT, ToolContext, ToolError
 from tools.definition_edit import definitions_change
 from tools.files import WriteArgs, WriteFile
 from tools.rename_symbol import RenameSymbol, rename_call
-from tools.shown import mark_shown_definitions
+from tools.shown import mark_shown_definitions, mark_task_focus
 
 CURRENT = (
     '"""Validators."""\n\nimport operator\n\n\nclass _Number:\n    def __call__(self, value):\n'
@@ -172,7 +175,7 @@ async def test_a_refused_write_of_a_long_unseen_file_shows_its_outline_and_the_d
             WriteArgs(path="big.py", content="class TTL:\n    " + EXPIRE.replace("\n", "\n    ")), ctx
         )
     told = str(refused.value)
-    assert "big.py has 3,2" in told and "its outline and the parts named" in told
+    assert "big.py has 3,2" in told and "the parts named, then its outline" in told
     assert "Lines 10-11 of big.py (TTL.expire):" in told and "t <= now" in told
     assert "f799" in told or "more definitions" in told  # the outline, cut to its share
     # What was shown may now be written as a definition; the file is untouched so far.
@@ -180,6 +183,65 @@ async def test_a_refused_write_of_a_long_unseen_file_shows_its_outline_and_the_d
     result = await WriteFile().run(WriteArgs(path="big.py", content=EXPIRE), ctx)
     assert result.ok and "replaced `TTL.expire`" in result.output
     assert "t < now" in path.read_text() and path.read_text().count("def f") == 800
+
+
+async def test_a_refused_write_shows_what_the_task_is_about_first_and_only_the_best_few(ctx: ToolContext):
+    """semver-version-compare on the 1.5B: its refused block was the file's outline, which names every
+    definition. Shown in the file's order, `_comparator` came first, and the model rewrote it three
+    times; the task message had found `Version.compare`. What it found comes first now, and a block
+    naming everything does not bury it."""
+    path = ctx.workspace.root / "big.py"
+    filler = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(800))
+    path.write_text(filler + "\n\n" + CACHES)
+    ctx.state[TASK_TEXT] = "the cache keeps an item whose time is up"
+    mark_task_focus(ctx.state, path, ["TTL.expire"])
+    outline_copy = "".join(f"def f{i}(x):\n    return x\n\n\n" for i in range(10))
+    with pytest.raises(ToolError) as refused:
+        await WriteFile().run(WriteArgs(path="big.py", content=outline_copy), ctx)
+    told = str(refused.value)
+    assert "what the task is about first" in told
+    shown = re.findall(r"^Lines \d+-\d+ of big.py \((.+)\):$", told, re.M)
+    assert shown == ["TTL.expire", "f0", "f1", "f2"]  # SHOW_PART_DEFINITIONS, the focus first
+    assert told.index("(TTL.expire)") < told.index("The outline of big.py")
+
+
+VERSION = """class Version:
+    def compare(self, other):
+        \"\"\"Compare self with other.
+
+             zero if equal
+        \"\"\"
+        if isinstance(other, dict):
+            pass
+        elif not isinstance(other, Version):
+            raise TypeError(
+                "not a version"
+            )
+
+        v1 = self.key()
+        v2 = other.key()
+        return (v1 > v2) - (v1 < v2)
+"""
+
+
+def test_a_method_written_at_column_0_whose_tail_kept_the_files_column_is_put_back_whole():
+    """semver-version-compare on the 1.5B: `compare` written at column 0 with the fix in it, and its
+    last lines copied at the method's 8 spaces. Moved back as written, they fell inside the `raise`
+    branch, and the method returned None."""
+    head, tail = VERSION.split("\n\n        v1")
+    block = textwrap.dedent(head.split("\n", 1)[1]).replace("pass", "other = Version(**other)")
+    block += "\n\n        v1" + tail  # the tail as it stands in the file
+    new, said = definitions_change(VERSION, block, {"Version.compare"})
+    assert said == "replaced `Version.compare` where it stood"
+    assert new == VERSION.replace("pass", "other = Version(**other)")  # the fix, and every line where it was
+
+
+def test_a_tail_put_deeper_under_a_new_line_is_the_models_change_and_kept():
+    head, tail = VERSION.split("\n\n        v1")
+    block = textwrap.dedent(head.split("\n", 1)[1]) + "\n    if other is not None:\n        other.check()"
+    block += "\n        v1" + tail
+    new, _ = definitions_change(VERSION, block, {"Version.compare"})
+    assert "            other.check()\n            v1 = self.key()" in new  # kept under the model's `if`
 
 
 def test_a_definition_never_shown_but_copied_as_it_stands_is_left_alone_beside_the_change():
