@@ -16,6 +16,7 @@ is asked to keep.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from dataclasses import dataclass
@@ -71,7 +72,10 @@ class AttemptTrees:
             self.repo.git.worktree("add", "--detach", "--quiet", str(root), self.start)
             for rel in ignored:
                 (root / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(self.top / rel, root / rel, follow_symlinks=False)
+                # A build or the user may remove a generated file between the listing and here:
+                # the attempt goes without it, as the workspace now does.
+                with contextlib.suppress(FileNotFoundError):
+                    shutil.copy2(self.top / rel, root / rel, follow_symlinks=False)
             self.trees.append(AttemptTree(number, root, root / self.inside))
         return self.trees
 

@@ -127,6 +127,30 @@ def test_each_attempt_has_the_files_git_ignores_one_by_one_and_only_the_tracked_
     ).read_text() == "VERSION = '1.0'\n"
 
 
+def test_an_ignored_file_gone_between_its_listing_and_the_copy_is_left_out_of_the_attempts(
+    tmp_path, monkeypatch
+):
+    """A build may clean a generated file while the worktrees are made: the attempts go without it, as
+    the workspace now does, instead of the run failing to make them."""
+    repo = git_repo(tmp_path / "repo")
+    (repo / ".gitignore").write_text("*.gen\n")
+    (repo / "a.gen").write_text("a\n")
+    (repo / "b.gen").write_text("b\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-qm", "ignore")
+    trees = AttemptTrees(repo, tmp_path / "trees", "r")
+    listed = trees.ignored_files()
+    assert listed == ["a.gen", "b.gen"]
+    (repo / "a.gen").unlink()  # gone after the listing, before the copy
+    monkeypatch.setattr(trees, "ignored_files", lambda: listed)
+    try:
+        [attempt] = trees.create(1)
+        assert not (attempt.root / "a.gen").exists() and (attempt.root / "b.gen").read_text() == "b\n"
+    finally:
+        trees.remove()
+    assert worktrees(repo) == [f"worktree {repo}"]
+
+
 def test_attempts_alternate_the_plan_step_and_sample_warmer_after_the_first_of_each_way(tmp_path):
     repo = git_repo(tmp_path / "repo")
     reply = by_attempt({n: writes(RIGHT) for n in range(1, 6)}, delay=0.2)
