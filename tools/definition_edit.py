@@ -19,8 +19,10 @@ Text in, text out; the write tool reads the file and the shown records (tools/sh
 from __future__ import annotations
 
 import ast
+import io
 import re
 import textwrap
+import tokenize
 from difflib import SequenceMatcher
 from pathlib import Path
 
@@ -165,35 +167,64 @@ def _indent(line: str) -> str:
 
 def _realigned(placed: str, old: list[str], shift: int) -> str:
     """`placed` (a method the model wrote `shift` columns left of where it stands, moved back) with the
-    lines it copied at their column in the file, not the block's, moved back too. The 1.5B wrote
-    semver's `Version.compare` at column 0 with its fix in it, and its last 15 lines, unchanged, still
-    at the method's 8 spaces: they fell inside the `raise` branch above them, which is valid Python,
-    and the method returned None. Only the lines after the last one copied at the block's column are
-    moved, when every unchanged one of them sits `shift` columns deeper than in the file, and only when
-    the method still parses. (A docstring's line copied at its old column is text, and stays.)"""
+    lines it copied at their column in the file, not the block's, moved back too.
+
+    The 1.5B does this: it wrote semver's `Version.compare` at column 0 with its fix in it, and its last
+    15 lines, unchanged, still at the method's 8 spaces. They fell inside the `raise` branch above
+    them, which is valid Python, and the method returned None. It wrote boltons' `OneToOne.__init__`
+    the same way with two continuation lines at their old column, and they came back 4 spaces deeper:
+    lines changed that the task never asked to change.
+
+    So a line it copied unchanged `shift` columns too deep goes back: a line that continues a bracket
+    or a string (or a comment) wherever it is, since its column is text; and the lines that start
+    statements after the last one copied at the block's column, when every one of them is too deep,
+    with all the lines among them. Only when the method still parses."""
     new = placed.splitlines()
+    starts = _statement_rows(textwrap.dedent(placed))
+    if starts is None:
+        return placed
     pairs = SequenceMatcher(None, [n.strip() for n in new], [o.strip() for o in old], autojunk=False)
-    offsets = [
-        (i, len(_indent(new[i])) - len(_indent(old[j])))
+    deeper = {
+        i
         for a, b, size in pairs.get_matching_blocks()
         for i, j in zip(range(a, a + size), range(b, b + size), strict=True)
-        if new[i].strip()
-    ]
-    last_kept = max((i for i, offset in offsets if offset == 0), default=-1)
-    deeper = [i for i, offset in offsets if i > last_kept]
-    if len(deeper) < 2 or any(offset != shift for i, offset in offsets if i > last_kept):
+        if new[i].strip() and len(_indent(new[i])) - len(_indent(old[j])) == shift
+    }
+    matched = {i for a, _, size in pairs.get_matching_blocks() for i in range(a, a + size) if new[i].strip()}
+    statements = sorted(i for i in matched if i in starts)
+    kept = [i for i in statements if i not in deeper]
+    last_kept = kept[-1] if kept else -1
+    tail = [i for i in statements if i > last_kept]
+    moves = {i for i in deeper if i not in starts}  # continuation lines and comments: text
+    # Every statement after the last one at the block's column is too deep (none kept is among them),
+    # and no new line comes before them: `if x:` put around them would be the model's own change.
+    if len(tail) >= 2 and all(i in matched for i in range(last_kept + 1, tail[0]) if new[i].strip()):
+        moves |= {i for i in range(tail[0], len(new)) if new[i].strip()}
+    if not moves or any(len(_indent(new[i])) < shift for i in moves):
         return placed
-    if any(line.strip() for line in new[last_kept + 1 : deeper[0]]):
-        return placed  # a new line opens the deeper part: `if other:` put around the tail on purpose
-    tail = new[deeper[0] :]
-    if any(line.strip() and len(_indent(line)) < shift for line in tail):
-        return placed
-    moved = "\n".join(new[: deeper[0]] + [line[shift:] for line in tail])
+    moved = "\n".join(line[shift:] if i in moves else line for i, line in enumerate(new))
     try:
         ast.parse(textwrap.dedent(moved))
     except SyntaxError:
         return placed
     return moved
+
+
+def _statement_rows(code: str) -> set[int] | None:
+    """The 0-based rows of `code` where a statement starts (not those inside brackets or strings, nor
+    comments alone); None when it does not tokenize."""
+    rows, at_start = set(), True
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type == tokenize.NEWLINE:
+                at_start = True
+            elif token.type not in (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT):
+                if at_start and token.type != tokenize.ENDMARKER:
+                    rows.add(token.start[0] - 1)
+                at_start = False
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return None
+    return rows
 
 
 def _methods_of_class_block(

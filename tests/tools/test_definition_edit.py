@@ -236,6 +236,31 @@ def test_a_method_written_at_column_0_whose_tail_kept_the_files_column_is_put_ba
     assert new == VERSION.replace("pass", "other = Version(**other)")  # the fix, and every line where it was
 
 
+ONE_TO_ONE = """class OneToOne(dict):
+    def __init__(self, *a, **kw):
+        dict.__init__(self, *a, **kw)
+        dupes = {v: k for v, k in
+                      self.items() if k}
+        raise ValueError('expected unique values, got'
+                         ' these: %r' % dupes)
+"""
+
+
+def test_continuation_lines_copied_at_the_files_column_stay_where_they_were():
+    """boltons-onetoone-init on the 1.5B: `__init__` written at column 0, its continuation lines at
+    their old column. Moved back with the block they came 4 spaces deeper: changed lines the task
+    never asked for, and a copy that changed nothing read as a change."""
+    block = (  # at column 0, but its continuation lines at their column in the file
+        "def __init__(self, *a, **kw):\n    dict.__init__(self, *a, **kw)\n    dupes = {v: k for v, k in\n"
+        "                      self.items() if k}\n    raise ValueError('expected unique values, got'\n"
+        "                         ' these: %r' % dupes)\n"
+    )
+    new, _ = definitions_change(ONE_TO_ONE, block, {"OneToOne.__init__"})
+    assert new == ONE_TO_ONE  # copied as it stands: nothing changed, so the write says so
+    fixed, _ = definitions_change(ONE_TO_ONE, block.replace("{v: k", "{k: v"), {"OneToOne.__init__"})
+    assert fixed == ONE_TO_ONE.replace("{v: k", "{k: v")  # the change, and no other line
+
+
 def test_a_tail_put_deeper_under_a_new_line_is_the_models_change_and_kept():
     head, tail = VERSION.split("\n\n        v1")
     block = textwrap.dedent(head.split("\n", 1)[1]) + "\n    if other is not None:\n        other.check()"
