@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import free_port
 from tests.frontends.test_headless import REPO, agent, events_of, sessions, task_file
+from tests.test_suite_tasks import git, python3_with_pytest  # noqa: F401
 
 pytestmark = pytest.mark.server
 
@@ -82,3 +83,30 @@ def test_on_the_real_model_a_task_naming_a_function_and_no_path_is_shown_it_and_
     assert "(helper_42: the task names `pkg.utils.helper_42`)" in first["content"]
     assert result.returncode == 0, result.stderr[-3000:]
     assert (work / "src/pkg/utils.py").read_text() == before.replace("value - 42", "value + 42")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.usefixtures("python3_with_pytest")  # the check says python3: this interpreter, with pytest
+def test_on_the_real_model_a_generated_task_naming_a_method_and_no_path_is_solved(
+    embedded, tmp_path, isolated_state
+):
+    """examples/planted/semver-version-compare: semver's 944-line version.py, and a task naming
+    `semver.Version.compare` and no path. The method comes first in the first request, before the
+    file's outline (shown the outline first, the 1.5B wrote it back as its fix), and the fix lands in
+    it, nothing else changed: the model writes the method at column 0, the rest of it as it stands."""
+    from agent.frontends.measure.suite import prepare_workdir
+
+    task = REPO / "examples" / "planted" / "semver-version-compare"
+    work = prepare_workdir(task, tmp_path / "work")
+    profile = coder_here(isolated_state)
+    result = agent("run", str(task / "task.md"), "-p", profile, "--workdir", str(work), timeout=900)
+    [path] = sessions(isolated_state)
+    first = next(e for e in events_of(path) if e["type"] == "user.message")["content"]
+    found = first.index("(Version.compare: the task names `semver.Version.compare`")
+    assert found < first.index("The outline of src/semver/version.py")
+    assert result.returncode == 0, result.stderr[-3000:]
+    diff = git(work, "diff", "--unified=0", "--", "src/semver/version.py")
+    changed = [line for line in diff.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    assert changed == ["-            pass", "+            other = cls(**other)"], diff
+    assert git(work, "status", "--porcelain").split() == ["M", "src/semver/version.py"]
