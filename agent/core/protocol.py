@@ -39,11 +39,12 @@ class ActionProtocol(Protocol):
     can_plan: bool  # the protocol has a plan step (`plan_first` then turns it on)
     plan_first: bool  # ask for a plan before the actions, where the protocol has such a step
 
-    def remind(self, partly: list[str]) -> str:
+    def remind(self, partly: list[str], focus: tuple[str, str] | None = None) -> str:
         """Remind the model how to act, last in the task message, next to where it starts writing: the
         words to say ('' for none). It sets what the protocol reads next: a protocol whose plan step is
         on asks for the plan here, and reads the next answer as that plan. `partly`: the files the task
-        names that were too long to show whole."""
+        names that were too long to show whole. `focus`: (file, `Class.name`) of the definition the
+        message showed first as what the task is about, if any."""
         ...
 
     def files_written(self, message: dict[str, Any]) -> dict[str, str]:

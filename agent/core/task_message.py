@@ -82,7 +82,10 @@ def _made(
     for rel, names in view.definitions.items():
         mark_shown_definitions(workbench.tool_state, workbench.workspace / rel, names)
         mark_task_focus(workbench.tool_state, workbench.workspace / rel, names)
-    reminder = protocol.remind(view.partly)
+    focus = next(
+        ((rel, names[0]) for rel, names in view.definitions.items() if names and rel in view.partly), None
+    )
+    reminder = protocol.remind(view.partly, focus)
     return user_message(task, workbench.workspace, summary, view.text, reminder, note)
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from agent.core.repomap import named_files, outline, repository_view, text_files
 from agent.events import ApprovalAnswer, ApprovalRequested, Notice, PermissionDecided
+from agent.protocols.edit_blocks.prompt import partly_reminder
 from tests.big_repo import generate
 from tests.core.test_loop import Run, git_repo
 from tests.frontends.test_headless import agent, task_file
@@ -605,10 +606,58 @@ def test_headless_a_pathless_task_shows_the_function_and_its_rewrite_alone_fixes
         result = agent("run", str(task), "--base-url", server.url, "--json")
         first = server.requests[0]["messages"][-1]["content"]
     assert "(helper_42: the task names `pkg.utils.helper_42`)" in first and "    total = value - 42" in first
+    # ...and the reminder, last, names it: told only the format, the 1.5B wrote the format's example.
+    assert first.rstrip().endswith(partly_reminder(["src/pkg/utils.py"], ("src/pkg/utils.py", "helper_42")))
+    assert "the code found first is `helper_42` in src/pkg/utils.py" in first
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr
     assert (work / "src/pkg/utils.py").read_text() == before.replace(
         "value - 42", "value + 42"
     )  # nothing else
+
+
+def test_headless_after_the_formats_example_a_file_shown_in_part_is_asked_for_by_its_functions(tmp_path):
+    """On the GPU the 1.5B's first answer to 11 of 33 planted tasks was the system prompt's example. The
+    answer back asked for "the complete new file", which a file shown in part may not get: it is asked
+    for by its functions, as the task message did."""
+    _, task = pathless_library(tmp_path)
+    example = answer("path/to/example.py", f"{FENCE}python", "def example():", "    return 42", FENCE)
+    with ScriptedServer([example, answer("Done.")], n_ctx=8192) as server:
+        agent("run", str(task), "--base-url", server.url, "--json")
+        told = server.requests[1]["messages"][-1]["content"]
+    assert "instructions' example of the format" in told
+    assert partly_reminder(["src/pkg/utils.py"], ("src/pkg/utils.py", "helper_42")) in told
+    assert "the complete new file" not in told
+
+
+def test_headless_the_formats_example_code_under_a_real_path_is_not_written(tmp_path):
+    """cachetools-lrucache-setitem on 2 cores: `def example(): return 42` under the task's real path,
+    added at the end of src/cachetools/__init__.py. It is the format copied: nothing is written."""
+    work, task = pathless_library(tmp_path)
+    before = (work / "src/pkg/utils.py").read_text()
+    example = answer("src/pkg/utils.py", f"{FENCE}python", "def example():", "    return 42", FENCE)
+    with ScriptedServer([example, answer("Done.")], n_ctx=8192) as server:
+        agent("run", str(task), "--base-url", server.url, "--json")
+        told = server.requests[1]["messages"][-1]["content"]
+    assert "the block holding `def example()` is the instructions' example" in told
+    assert (work / "src/pkg/utils.py").read_text() == before
+
+
+def test_headless_the_tasks_function_under_the_examples_path_goes_to_its_file(tmp_path):
+    """tabulate-2 on the GPU: `path/to/example.py` holding `def tabulate(...)`, the function the task
+    message showed from tabulate/__init__.py, was dropped as the example. It goes to that file."""
+    work, task = pathless_library(tmp_path)
+    before = (work / "src/pkg/utils.py").read_text()
+    fixed = (
+        'def helper_42(value):\n    """Helper number 42."""\n    total = value + 42\n    total = total * 43\n'
+    )
+    fixed += "    if total > 1000:\n        return total - 1000\n    return total"
+    with ScriptedServer(
+        [answer("path/to/example.py", f"{FENCE}python", fixed, FENCE), answer("Done.")], n_ctx=8192
+    ) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--json")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    assert (work / "src/pkg/utils.py").read_text() == before.replace("value - 42", "value + 42")
+    assert not (work / "example.py").exists() and not (work / "path").exists()
 
 
 def test_headless_a_blind_whole_write_is_answered_with_the_file_and_the_next_answer_lands(tmp_path):

@@ -74,8 +74,10 @@ class Feedback:
             )
             if rename:
                 reminder = RENAME_REMINDER.format(command=rename)
-            elif unseen:
-                reminder = partly_reminder(unseen)
+            elif unseen or self.progress.partly:
+                # Asked for "the complete new file" after any failure, even the format's example copied
+                # back, a model writes a file it was shown in part whole, and that is refused.
+                reminder = partly_reminder(unseen or self.progress.partly, self.progress.focus)
             else:
                 reminder = BLOCKS_REMINDER
             parts.append(f"Fix what failed. {reminder} When the task is done, answer without any block.")

@@ -41,6 +41,10 @@ class TaskProgress:
     changed: dict[str, None] = field(default_factory=dict)  # files written or edited, in order
     check_failed: bool = False
     tool_failed: bool = False
+    # The files the task message showed in part: what is asked for after a failure is their functions
+    # or classes whole, never "the complete new file", which is refused there (tools/shown.py).
+    partly: list[str] = field(default_factory=list)
+    focus: tuple[str, str] | None = None  # (file, `Class.name`) the task message showed first, named too
 
     @property
     def failed(self) -> bool:

@@ -3,6 +3,8 @@ agent.core.prompt) and the reminder said last, next to where the model starts wr
 
 # The example's file, in the system prompt below: a block that writes it is the format copied, not work.
 EXAMPLE_PATH = "path/to/example.py"
+# ...and its code, in either of its versions: written under any path, it is the format copied too.
+EXAMPLE_CODE = ("def example():\n    return 42", "def example():\n    return 43")
 
 # For small models (the `blocks` protocol): they act by writing text they saw in training. Short,
 # concrete, with the three formats shown once. Small models copy the example's `path/to/` folder into
@@ -77,6 +79,16 @@ BLOCKS_REMINDER_DEFINITIONS = (
     "create a new file, write its path, "
     "then the complete file in a fenced block. Nothing changes unless you write the blocks."
 )
+# ...and where the message showed first the definition the task seems to be about, that one by its
+# name: told only the format, the 1.5B wrote the system prompt's example, `def example(): return 42`,
+# as its first answer to 11 of 33 planted tasks on the GPU.
+BLOCKS_REMINDER_FOCUS = (
+    "Act now: the code found first is `{name}` in {file}. To change it, write {file} alone on a line, "
+    "then a fenced block holding the whole `{name}` as shown above, with your change in it: it replaces "
+    "the one in the file, and the rest of the file stays as it is. Change any other function or class "
+    "the same way, each complete. To create a new file, write its path, then the complete file in a "
+    "fenced block. Nothing changes unless you write the blocks."
+)
 # ...and after a failed check whose output points at lines of the project (shown with it).
 SEARCH_REPLACE_REMINDER = (
     "Act now: fix the cause with a SEARCH/REPLACE block. Write the path of the file to change alone on a "
@@ -92,10 +104,14 @@ RENAME_REMINDER = (
 )
 
 
-def partly_reminder(files: list[str]) -> str:
-    """The format asked for when `files` were shown in part: whole definitions in Python files."""
-    form = BLOCKS_REMINDER_DEFINITIONS if all(f.endswith(".py") for f in files) else BLOCKS_REMINDER_PARTLY
-    return form.format(files=" or ".join(files))
+def partly_reminder(files: list[str], focus: tuple[str, str] | None = None) -> str:
+    """The format asked for when `files` were shown in part: whole definitions in Python files, the
+    one found first (`focus`: its file and name) named."""
+    if not all(f.endswith(".py") for f in files):
+        return BLOCKS_REMINDER_PARTLY.format(files=" or ".join(files))
+    if focus is not None and focus[0] in files:
+        return BLOCKS_REMINDER_FOCUS.format(file=focus[0], name=focus[1])
+    return BLOCKS_REMINDER_DEFINITIONS.format(files=" or ".join(files))
 
 
 # A plan before the blocks. Shown a file and asked for the new one, the 1.5B copies the file back as

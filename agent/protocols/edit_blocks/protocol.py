@@ -63,10 +63,11 @@ class BlockActions:
     def plan_first(self, on: bool) -> None:
         self.plan.enabled = on
 
-    def remind(self, partly: list[str]) -> str:
+    def remind(self, partly: list[str], focus: tuple[str, str] | None = None) -> str:
         """With the plan step on, ask for a plan (PLAN_TASK) and await it, the blocks to be asked for
         once it is given; else ask for the blocks at once."""
-        return self.plan.ask(PLAN_TASK, partly_reminder(partly) if partly else BLOCKS_REMINDER)
+        self.progress.partly, self.progress.focus = list(partly), focus
+        return self.plan.ask(PLAN_TASK, partly_reminder(partly, focus) if partly else BLOCKS_REMINDER)
 
     def files_written(self, message: dict[str, Any]) -> dict[str, str]:
         content = message.get("content")

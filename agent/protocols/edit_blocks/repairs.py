@@ -11,7 +11,7 @@ from pathlib import PurePosixPath
 from agent.core.check_output import marks_off
 from agent.protocols.edit_blocks.parser import Action, ParsedAnswer
 from agent.protocols.edit_blocks.project import ProjectFiles, TaskProgress
-from agent.protocols.edit_blocks.prompt import EXAMPLE_PATH
+from agent.protocols.edit_blocks.prompt import EXAMPLE_CODE, EXAMPLE_PATH
 from tools.outline import DEFINITION_NAME
 from tools.workspace import OutsideWorkspace
 
@@ -58,14 +58,24 @@ class AnswerRepairs:
         return action if path == action.path else replace(action, path=path)
 
     def without_example(self, parsed: ParsedAnswer) -> ParsedAnswer:
-        """The answer without the instructions' example copied with its path (`def example(): return
-        43`, written as a new example.py beside the real change in implement-docstring): no work of the
-        task. Said, and not applied."""
-        copied = [a for a in parsed.actions if a.path == EXAMPLE_PATH and not self.files.read("example.py")]
+        """The answer without the instructions' example copied: its path (`def example(): return 43`,
+        written as a new example.py beside the real change in implement-docstring), or its code under
+        a real path (src/cachetools/__init__.py got `def example()` added at its end on 2 cores). No
+        work of the task: said, and not applied. A definition the task message showed, written under
+        the example's path, goes to its file (`def tabulate(...)` in path/to/example.py)."""
+        parsed = replace(parsed, actions=[self._defined_in(a) for a in parsed.actions])
+        copied = [
+            a
+            for a in parsed.actions
+            if (a.path == EXAMPLE_PATH and not self.files.read("example.py")) or self._example_code(a)
+        ]
         if not copied:
             return parsed
         said = (
-            f"the {EXAMPLE_PATH} block is the instructions' example of the format, not a file of "
+            "the block holding `def example()` is the instructions' example of the format, not a change "
+            "for this task: nothing was written. Write only the files the task needs."
+            if any(a.path != EXAMPLE_PATH for a in copied)
+            else f"the {EXAMPLE_PATH} block is the instructions' example of the format, not a file of "
             "this project. Write only the files the task needs."
         )
         if parsed.actions[0] in copied:
@@ -85,6 +95,29 @@ class AnswerRepairs:
             actions=[a for a in parsed.actions if a not in copied],
             problems=[*parsed.problems, said],
         )
+
+    def _example_code(self, action: Action) -> bool:
+        """A block that is the instructions' example code, where neither the task nor the file it goes
+        to has an `example` of its own."""
+        code = action.content.strip().replace("\r\n", "\n")
+        if action.kind != "write" or code not in EXAMPLE_CODE or "example" in self.progress.task:
+            return False
+        return "example" not in DEFINITION_NAME.findall(self.files.read(self.known_path(action).path) or "")
+
+    def _defined_in(self, action: Action) -> Action:
+        """A block under the example's path whose first definition one file shown in part defines (a
+        method too): that file. The 1.5B wrote tabulate's `tabulate()` there (tabulate-2)."""
+        if action.kind != "write" or action.path != EXAMPLE_PATH or self.files.read("example.py") is not None:
+            return action
+        names = DEFINITION_NAME.findall(action.content)
+        if not names or names[0] == "example":
+            return action
+        meant = [
+            rel
+            for rel in self.progress.partly
+            if names[0] in DEFINITION_NAME.findall(self.files.read(rel) or "")
+        ]
+        return replace(action, path=meant[0]) if len(meant) == 1 else action
 
     def _invented(self, action: Action) -> bool:
         """A new file written under the example's `path/to/` folder that the task does not name: no

@@ -36,7 +36,7 @@ class ToolCallActions:
     def __init__(self, workspace: Path | None = None) -> None:
         self.corrections = 0
 
-    def remind(self, partly: list[str]) -> str:
+    def remind(self, partly: list[str], focus: tuple[str, str] | None = None) -> str:
         return ""
 
     def files_written(self, message: dict[str, Any]) -> dict[str, str]:
