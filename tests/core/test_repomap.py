@@ -660,6 +660,35 @@ def test_headless_the_tasks_function_under_the_examples_path_goes_to_its_file(tm
     assert not (work / "example.py").exists() and not (work / "path").exists()
 
 
+def test_headless_the_tasks_function_written_without_a_path_goes_to_the_file_shown_in_part(tmp_path):
+    """cachetools-lrucache-setitem on 2 cores: "Here's the updated `LRUCache.__setitem__` method:" and
+    the method, with no path. For a file shown in part, its functions are the format asked for."""
+    work, task = pathless_library(tmp_path)
+    before = (work / "src/pkg/utils.py").read_text()
+    fixed = (
+        'def helper_42(value):\n    """Helper number 42."""\n    total = value + 42\n    total = total * 43\n'
+    )
+    fixed += "    if total > 1000:\n        return total - 1000\n    return total"
+    prose = answer(
+        "The bug is the sign. Here's the updated `helper_42` function:", "", f"{FENCE}python", fixed, FENCE
+    )
+    with ScriptedServer([prose, answer("Done.")], n_ctx=8192) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--json")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    assert (work / "src/pkg/utils.py").read_text() == before.replace("value - 42", "value + 42")
+
+
+def test_headless_code_without_a_path_for_a_file_shown_in_part_is_asked_for_by_its_functions(tmp_path):
+    _, task = pathless_library(tmp_path)
+    sketch = answer("Like this:", "", f"{FENCE}python", "def helper_42(value):", "    return fix(value)", "",
+                    "", "def fix(value):", "    return value + 42", FENCE)  # fmt: skip
+    with ScriptedServer([sketch, answer("Done.")], n_ctx=8192) as server:
+        agent("run", str(task), "--base-url", server.url, "--json")
+        told = server.requests[1]["messages"][-1]["content"]
+    said = "looks like a change to src/pkg/utils.py: write `src/pkg/utils.py` alone on a line, then the functions"
+    assert said in told and "the whole new file" not in told
+
+
 def test_headless_a_blind_whole_write_is_answered_with_the_file_and_the_next_answer_lands(tmp_path):
     """Blocks protocol: the model writes a short file it was never shown; it is shown it, then fixes it."""
     work = git_repo(tmp_path / "work")

@@ -133,7 +133,9 @@ class AnswerRepairs:
         whole, as Aider takes the only file in the chat. The 1.5B wrote its right fix of report.py
         three times without the path line (csv-totals). A snippet (some definitions of
         a file) is not adopted, and the write meets the same rules as any other (a rewrite that
-        deletes most of a file asks)."""
+        deletes most of a file asks). But for a file the task message showed in part, a block of its
+        functions or classes is the format asked for: the 1.5B wrote "Here's the updated
+        `LRUCache.__setitem__` method:" and the method, with no path (cachetools-lrucache-setitem)."""
         if len(parsed.pathless) != 1 or not (written := set(DEFINITION_NAME.findall(parsed.pathless[0]))):
             return parsed
         pool = [rel for rel in (self.progress.changed or self.files.paths()) if rel.endswith(".py")]
@@ -141,13 +143,21 @@ class AnswerRepairs:
             rel
             for rel in pool
             if (defs := set(DEFINITION_NAME.findall(self.files.read(rel) or ""))) and defs <= written
-        ]
+        ] or self._partly_defining(written)
         said = next((p for p in parsed.problems if CODE_WITHOUT_PATH.search(p)), None)
         if len(meant) != 1 or said is None:
             return parsed
         problems = list(parsed.problems)
         problems.remove(said)
         return ParsedAnswer([*parsed.actions, Action("write", meant[0], parsed.pathless[0])], problems)
+
+    def _partly_defining(self, names: set[str]) -> list[str]:
+        """The files shown in part that define every one of `names` (a method too)."""
+        return [
+            rel
+            for rel in self.progress.partly
+            if names <= set(DEFINITION_NAME.findall(self.files.read(rel) or ""))
+        ]
 
     def unchanged(self, action: Action) -> bool:
         """A whole file written back exactly as it is."""
@@ -196,8 +206,12 @@ class AnswerRepairs:
         definitions it rewrites."""
         meant = self.named_files(content)
         return [
-            f"That code looks like a change to {rel}: write `{rel}` alone on a line, then the whole new "
-            "file in the fence."
+            f"That code looks like a change to {rel}: write `{rel}` alone on a line, then "
+            + (
+                "the functions or classes you change in the fence, each whole."
+                if rel in self.progress.partly
+                else "the whole new file in the fence."
+            )
             for rel in meant[:2]
         ]
 
