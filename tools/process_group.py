@@ -349,13 +349,15 @@ async def _stop_async(proc: asyncio.subprocess.Process, grace: float) -> None:
 
 
 def _close(proc: asyncio.subprocess.Process, readers: list[asyncio.Future]) -> None:
-    held = not all(r.done() for r in readers)  # by something we could not stop
+    """Stop reading, and close the process's transport now, while the loop runs. (asyncio has no public
+    way to.) Left to asyncio, it closes once the exit and the pipes' ends have come in; a suite stopped
+    by SIGTERM closed its loop first, and the transport, collected later, printed "Event loop is
+    closed" tracebacks (`agent bench` under `timeout` on the GPU)."""
     for reader in readers:
         reader.cancel()
-    if held:
-        transport = getattr(proc, "_transport", None)  # (asyncio has no public way to stop reading)
-        if transport is not None:
-            transport.close()
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        transport.close()
 
 
 # ---------------------------------------------------------------------------------------- the stop
