@@ -640,6 +640,10 @@ def test_headless_the_formats_example_code_under_a_real_path_is_not_written(tmp_
         told = server.requests[1]["messages"][-1]["content"]
     assert "the block holding `def example()` is the instructions' example" in told
     assert (work / "src/pkg/utils.py").read_text() == before
+    # ...and shown again the code found first, last before the ask: the 1.5B copies the last code it
+    # was shown, and shown only the format again it wrote the example again (boltons-bits-getitem).
+    code = told.index("`helper_42` in src/pkg/utils.py now reads:\n```\ndef helper_42(value):")
+    assert code < told.index("Fix what failed.") and "    total = value - 42" in told[code:]
 
 
 def test_headless_the_tasks_function_under_the_examples_path_goes_to_its_file(tmp_path):

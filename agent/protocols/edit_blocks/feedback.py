@@ -12,8 +12,9 @@ from agent.core.protocol import ReadAnswer
 from agent.protocols.edit_blocks.parser import Action, call_arguments
 from agent.protocols.edit_blocks.project import ProjectFiles, TaskProgress
 from agent.protocols.edit_blocks.prompt import BLOCKS_REMINDER, RENAME_REMINDER, partly_reminder
+from agent.protocols.edit_blocks.repairs import EXAMPLE_COPIED
 from tools.base import ToolResult
-from tools.outline import fence_for
+from tools.outline import fence_for, outline, qualname
 from tools.rename_symbol import NAME as RENAME_SYMBOL
 from tools.shown import NOT_SHOWN, SHOWN_NOW_WHOLE
 
@@ -80,6 +81,8 @@ class Feedback:
                 reminder = partly_reminder(unseen or self.progress.partly, self.progress.focus)
             else:
                 reminder = BLOCKS_REMINDER
+            if any(EXAMPLE_COPIED in problem for problem in answer.problems):
+                parts.append(self._focus_code(shown=parts))
             parts.append(f"Fix what failed. {reminder} When the task is done, answer without any block.")
         else:
             parts += self._fresh_files(results)
@@ -128,6 +131,23 @@ class Feedback:
             shown.add(path)
             parts.append(self._show(path))
         return [p for p in parts if p]
+
+    def _focus_code(self, shown: list[str]) -> str:
+        """The definition the task message showed first, as it is now, next to where the model writes:
+        after the format's example copied. The 1.5B copies the last code it was shown; shown only the
+        format again, it wrote the example again (boltons-bits-getitem, `Bits.__getitem__`)."""
+        if self.progress.focus is None or any(
+            p.startswith(f"{self.progress.focus[0]} now reads") for p in shown
+        ):
+            return ""  # none found, or its file is shown whole just above
+        rel, name = self.progress.focus
+        text = self.files.read(rel) or ""
+        defs = outline(rel, text)
+        found = [d for d in defs if qualname(d, defs) == name]
+        if len(found) != 1:
+            return ""
+        body = "\n".join(text.splitlines()[found[0].start - 1 : found[0].end])
+        return f"`{name}` in {rel} now reads:\n{fence_for(body)}\n{body}\n{fence_for(body)}"
 
     def _show(self, path: str, notes: dict[int, str] | None = None) -> str:
         """`path now reads:` and the file in a fence, with `notes` ({line: problem}) written on their

@@ -15,6 +15,7 @@ from agent.protocols.edit_blocks.prompt import EXAMPLE_CODE, EXAMPLE_PATH
 from tools.outline import DEFINITION_NAME
 from tools.workspace import OutsideWorkspace
 
+EXAMPLE_COPIED = "the instructions' example of the format"  # in what is said of it; the feedback reads it
 CODE_WITHOUT_PATH = re.compile(r"a ```\w+ block without a file path")  # tagged: code, not quoted output
 
 
@@ -72,11 +73,11 @@ class AnswerRepairs:
         if not copied:
             return parsed
         said = (
-            "the block holding `def example()` is the instructions' example of the format, not a change "
-            "for this task: nothing was written. Write only the files the task needs."
+            f"the block holding `def example()` is {EXAMPLE_COPIED}, not a change for this task: nothing "
+            "was written. Write only the files the task needs."
             if any(a.path != EXAMPLE_PATH for a in copied)
-            else f"the {EXAMPLE_PATH} block is the instructions' example of the format, not a file of "
-            "this project. Write only the files the task needs."
+            else f"the {EXAMPLE_PATH} block is {EXAMPLE_COPIED}, not a file of this project. Write only "
+            "the files the task needs."
         )
         if parsed.actions[0] in copied:
             # An answer that opens with the example goes on in its likeness: another_file.py,
