@@ -682,6 +682,26 @@ def test_headless_the_tasks_function_written_without_a_path_goes_to_the_file_sho
     assert (work / "src/pkg/utils.py").read_text() == before.replace("value - 42", "value + 42")
 
 
+def test_headless_the_fix_given_again_beside_the_example_once_it_landed_is_done(tmp_path):
+    """boltons-bits-getitem on 2 cores: the example under the real path, then the fixed method with no
+    path, which was applied; then the same answer again, refused as "exactly as they are" and asked
+    for once more. Given again once it landed, the change is the work told: the check runs."""
+    work, task = pathless_library(tmp_path)
+    before = (work / "src/pkg/utils.py").read_text()
+    fixed = (
+        'def helper_42(value):\n    """Helper number 42."""\n    total = value + 42\n    total = total * 43\n'
+    )
+    fixed += "    if total > 1000:\n        return total - 1000\n    return total"
+    both = answer("src/pkg/utils.py", f"{FENCE}python", "def example():", "    return 42", FENCE, "",
+                  "Fixed:", "", f"{FENCE}python", fixed, FENCE)  # fmt: skip
+    with ScriptedServer([both, both, answer("Done.")], n_ctx=8192) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--json")
+        asked = len(server.requests)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    assert asked == 2  # the second answer ended the task; the check passed
+    assert (work / "src/pkg/utils.py").read_text() == before.replace("value - 42", "value + 42")
+
+
 def test_headless_code_without_a_path_for_a_file_shown_in_part_is_asked_for_by_its_functions(tmp_path):
     _, task = pathless_library(tmp_path)
     sketch = answer("Like this:", "", f"{FENCE}python", "def helper_42(value):", "    return fix(value)", "",

@@ -536,8 +536,8 @@ async def test_a_pathless_block_holding_every_definition_of_the_one_changed_file
     (repo / "other.py").write_text("def unrelated():\n    return 1\n")
     first = answer("report.py", f"{FENCE}python", "def totals(path):", "    return csv.reader(path)", FENCE)
     pathless = answer(
-        "Import csv first:", f"{FENCE}python", "import csv", "", "", "def totals(path):",
-        "    return csv.reader(path)", FENCE,
+        "Import csv first, and read the file:", f"{FENCE}python", "import csv", "", "", "def totals(path):",
+        "    return csv.reader(open(path))", FENCE,
     )  # fmt: skip
     with ScriptedServer([first, pathless, answer("Done.")]) as server:
         run = Run(server, repo, actions="blocks")
@@ -545,6 +545,7 @@ async def test_a_pathless_block_holding_every_definition_of_the_one_changed_file
         told = server.requests[2]["messages"][-1]["content"]
     assert outcome.status == "completed"
     assert (repo / "report.py").read_text().startswith("import csv\n")
+    assert "csv.reader(open(path))" in (repo / "report.py").read_text()
     assert "Not applied" not in told and "Wrote report.py" in told
     assert (repo / "other.py").read_text() == "def unrelated():\n    return 1\n"
     assert [e.name for e in run.of(ToolCallStarted)] == ["write_file", "write_file"]

@@ -29,7 +29,7 @@ from agent.protocols.edit_blocks.prompt import (
     SYSTEM_PROMPT_BLOCKS,
     partly_reminder,
 )
-from agent.protocols.edit_blocks.repairs import AnswerRepairs, unmarked
+from agent.protocols.edit_blocks.repairs import EXAMPLE_COPIED, AnswerRepairs, unmarked
 from agent.protocols.edit_blocks.stream_stop import StreamStop
 from tools.base import ToolContext, ToolRegistry, ToolResult
 from tools.workspace import Workspace
@@ -116,6 +116,9 @@ class BlockActions:
         if (step := self.plan.take(parsed, actions, completion)) is not None:
             return step
         problems = self.repairs.pathless_problems(parsed.problems, completion.content)
+        if unchanged and not actions and self.progress.changed and not self.progress.failed:
+            # The change made, given again beside the format's example: the work told, not a new try.
+            problems = [p for p in problems if EXAMPLE_COPIED not in p]
         problems += self.feedback.copied_back(unchanged, acting=bool(actions))
         return ReadAnswer(to_tool_calls(actions), completion.content, problems)
 

@@ -161,11 +161,18 @@ class AnswerRepairs:
         ]
 
     def unchanged(self, action: Action) -> bool:
-        """A whole file written back exactly as it is."""
+        """A whole file written back exactly as it is, or, in a file changed in this session, code that
+        it holds as it is now: the functions the model changed, given again once they landed (the 1.5B
+        repeats its answer after its fix of `Bits.__getitem__` was applied)."""
         if action.kind != "write" or not action.path:
             return False
         current = self.files.read(action.path, errors="strict")  # None: the tool layer will say what is wrong
-        return current is not None and current.rstrip("\n") == action.content.rstrip("\n")
+        if current is None:
+            return False
+        if current.rstrip("\n") == action.content.rstrip("\n"):
+            return True
+        given = normalised(action.content)
+        return action.path in self.progress.changed and bool(given) and given in normalised(current)
 
     def pathless_problems(self, problems: list[str], content: str) -> list[str]:
         """The answer's problems, as its code without a path leaves them: none for a file restated as
