@@ -702,6 +702,27 @@ def test_headless_the_fix_given_again_beside_the_example_once_it_landed_is_done(
     assert (work / "src/pkg/utils.py").read_text() == before.replace("value - 42", "value + 42")
 
 
+def test_headless_a_method_under_its_name_as_the_path_line_goes_to_its_file(tmp_path):
+    """cachetools-lfucache-setitem on 2 cores: `LFUCache.__setitem__:` above the fence, and a file of
+    that name was created. It is the name of the method the task message showed: its file."""
+    work = git_repo(tmp_path / "work")
+    filler = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(300))
+    store = "class Store:\n    def total(self):\n        return self.a - self.b\n\n\n"
+    (work / "store.py").write_text(store + filler)
+    subprocess.run(["git", "add", "-A"], cwd=work, check=True)
+    subprocess.run(["git", "commit", "-qm", "start"], cwd=work, check=True)
+    task = task_file(tmp_path, "`store.Store.total()` gives a minus b, it should give their sum.", approval="full-auto",
+                     workdir="work", max_turns=3, actions="blocks", fresh_starts=0)  # fmt: skip
+    labelled = answer(
+        "Store.total:", f"{FENCE}python", "def total(self):", "    return self.a + self.b", FENCE
+    )
+    with ScriptedServer([labelled, answer("Done.")], n_ctx=8192) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--json")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    assert (work / "store.py").read_text() == store.replace("a - self.b", "a + self.b") + filler
+    assert not list(work.glob("Store*"))
+
+
 def test_headless_code_without_a_path_for_a_file_shown_in_part_is_asked_for_by_its_functions(tmp_path):
     _, task = pathless_library(tmp_path)
     sketch = answer("Like this:", "", f"{FENCE}python", "def helper_42(value):", "    return fix(value)", "",

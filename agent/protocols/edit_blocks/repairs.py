@@ -15,6 +15,7 @@ from agent.protocols.edit_blocks.prompt import EXAMPLE_CODE, EXAMPLE_PATH
 from tools.outline import DEFINITION_NAME
 from tools.workspace import OutsideWorkspace
 
+_QUALIFIED = re.compile(r"([A-Za-z_]\w*)\.([A-Za-z_]\w*)")  # `Class.method`, which no file is named
 EXAMPLE_COPIED = "the instructions' example of the format"  # in what is said of it; the feedback reads it
 CODE_WITHOUT_PATH = re.compile(r"a ```\w+ block without a file path")  # tagged: code, not quoted output
 
@@ -38,7 +39,9 @@ class AnswerRepairs:
             exists = self.files.workspace.resolve(path).exists()
         except OutsideWorkspace:
             return action  # refused, with a message, by the tool layer
-        if not exists:
+        if not exists and (owner := self._definition_label(path)):
+            path = owner
+        elif not exists:
             # The one file of that name that the task names; else `attrs/validators.py` for
             # src/attrs/validators.py: a path that ends an existing one is that file; else a bare name
             # that exactly one file has. The task first: asked to fix src/attr/validators.py, the 1.5B
@@ -57,6 +60,21 @@ class AnswerRepairs:
             elif len(same_name) == 1:
                 path = same_name[0]
         return action if path == action.path else replace(action, path=path)
+
+    def _definition_label(self, path: str) -> str:
+        """The file shown in part that defines `Class.method`, where the path line is that name: the
+        1.5B wrote `LFUCache.__setitem__:` above its fence, and a file of that name was created
+        (cachetools-lfucache-setitem on 2 cores)."""
+        match = _QUALIFIED.fullmatch(path.rstrip(":"))
+        if match is None:
+            return ""
+        owner, name = match.groups()
+        meant = [
+            rel
+            for rel in self.progress.partly
+            if {owner, name} <= set(DEFINITION_NAME.findall(self.files.read(rel) or ""))
+        ]
+        return meant[0] if len(meant) == 1 else ""
 
     def without_example(self, parsed: ParsedAnswer) -> ParsedAnswer:
         """The answer without the instructions' example copied: its path (`def example(): return 43`,
