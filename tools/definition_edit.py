@@ -178,7 +178,7 @@ def _realigned(placed: str, old: list[str], shift: int) -> str:
     So a line it copied unchanged `shift` columns too deep goes back: a line that continues a bracket
     or a string (or a comment) wherever it is, since its column is text; and the lines that start
     statements after the last one copied at the block's column, when every one of them is too deep,
-    with all the lines among them. Only when the method still parses."""
+    with all the lines among them. Only when the method still parses, as one method."""
     new = placed.splitlines()
     starts = _statement_rows(textwrap.dedent(placed))
     if starts is None:
@@ -204,10 +204,12 @@ def _realigned(placed: str, old: list[str], shift: int) -> str:
         return placed
     moved = "\n".join(line[shift:] if i in moves else line for i, line in enumerate(new))
     try:
-        ast.parse(textwrap.dedent(moved))
+        tree = ast.parse(textwrap.dedent(moved))
     except SyntaxError:
         return placed
-    return moved
+    # Still one method: a second copy of the tail written after the first (the 1.5B did, at the block's
+    # column) would fall outside it, where `return` parses but does not compile.
+    return moved if len(tree.body) == 1 and isinstance(tree.body[0], _DEFINITION) else placed
 
 
 def _statement_rows(code: str) -> set[int] | None:

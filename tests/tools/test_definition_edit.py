@@ -261,6 +261,20 @@ def test_continuation_lines_copied_at_the_files_column_stay_where_they_were():
     assert fixed == ONE_TO_ONE.replace("{v: k", "{k: v")  # the change, and no other line
 
 
+def test_a_tail_written_twice_too_deep_then_at_the_blocks_column_stays_inside_the_method():
+    """semver-version-compare on the coder profile: the tail at the file's column (inside `raise`),
+    then again at the block's. Moving the first copy took the second out of the method, where its
+    `return` parsed but did not compile."""
+    head, tail = VERSION.split("\n\n        v1")
+    block = textwrap.dedent(head.split("\n", 1)[1]).replace("pass", "other = Version(**other)")
+    block += "\n\n        v1" + tail + "\n" + textwrap.indent(textwrap.dedent("        v1" + tail), "    ")
+    new, _ = definitions_change(VERSION, block, {"Version.compare"})
+    compile(new, "version.py", "exec")  # every `return` still inside the method
+    assert new.count("return (v1 > v2) - (v1 < v2)") == 2 and new.startswith(
+        VERSION.replace("pass", "other = Version(**other)").split("\n\n        v1")[0]
+    )
+
+
 def test_a_tail_put_deeper_under_a_new_line_is_the_models_change_and_kept():
     head, tail = VERSION.split("\n\n        v1")
     block = textwrap.dedent(head.split("\n", 1)[1]) + "\n    if other is not None:\n        other.check()"
