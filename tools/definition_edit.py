@@ -195,21 +195,29 @@ def _realigned(placed: str, old: list[str], shift: int) -> str:
     kept = [i for i in statements if i not in deeper]
     last_kept = kept[-1] if kept else -1
     tail = [i for i in statements if i > last_kept]
-    moves = {i for i in deeper if i not in starts}  # continuation lines and comments: text
+    text_lines = {i for i in deeper if i not in starts}  # continuation lines and comments: text
     # Every statement after the last one at the block's column is too deep (none kept is among them),
     # and no new line comes before them: `if x:` put around them would be the model's own change.
+    tries = [text_lines]
     if len(tail) >= 2 and all(i in matched for i in range(last_kept + 1, tail[0]) if new[i].strip()):
-        moves |= {i for i in range(tail[0], len(new)) if new[i].strip()}
-    if not moves or any(len(_indent(new[i])) < shift for i in moves):
-        return placed
-    moved = "\n".join(line[shift:] if i in moves else line for i, line in enumerate(new))
+        tries.insert(0, text_lines | {i for i in range(tail[0], len(new)) if new[i].strip()})
+    for moves in tries:
+        if moves and all(len(_indent(new[i])) >= shift for i in moves):
+            moved = "\n".join(line[shift:] if i in moves else line for i, line in enumerate(new))
+            if _one_definition(moved):
+                return moved
+    return placed
+
+
+def _one_definition(code: str) -> bool:
+    """Whether `code` parses as one function or class. Moving a tail must leave the method whole: a
+    second copy of the tail written after the first (the coder did, at the block's column) would fall
+    outside it, where `return` parses but does not compile."""
     try:
-        tree = ast.parse(textwrap.dedent(moved))
+        tree = ast.parse(textwrap.dedent(code))
     except SyntaxError:
-        return placed
-    # Still one method: a second copy of the tail written after the first (the 1.5B did, at the block's
-    # column) would fall outside it, where `return` parses but does not compile.
-    return moved if len(tree.body) == 1 and isinstance(tree.body[0], _DEFINITION) else placed
+        return False
+    return len(tree.body) == 1 and isinstance(tree.body[0], _DEFINITION)
 
 
 def _statement_rows(code: str) -> set[int] | None:
