@@ -68,12 +68,7 @@ class AnswerRepairs:
         match = _QUALIFIED.fullmatch(path.rstrip(":"))
         if match is None:
             return ""
-        owner, name = match.groups()
-        meant = [
-            rel
-            for rel in self.progress.partly
-            if {owner, name} <= set(DEFINITION_NAME.findall(self.files.read(rel) or ""))
-        ]
+        meant = self._partly_defining(set(match.groups()))
         return meant[0] if len(meant) == 1 else ""
 
     def without_example(self, parsed: ParsedAnswer) -> ParsedAnswer:
@@ -131,11 +126,7 @@ class AnswerRepairs:
         names = DEFINITION_NAME.findall(action.content)
         if not names or names[0] == "example":
             return action
-        meant = [
-            rel
-            for rel in self.progress.partly
-            if names[0] in DEFINITION_NAME.findall(self.files.read(rel) or "")
-        ]
+        meant = self._partly_defining({names[0]})
         return replace(action, path=meant[0]) if len(meant) == 1 else action
 
     def _invented(self, action: Action) -> bool:
