@@ -593,15 +593,18 @@ def pathless_library(tmp_path: Path, functions: int = 140) -> tuple[Path, Path]:
     return work, task
 
 
+# pathless_library's helper_42 with its planted bug fixed: what a model's right answer writes.
+FIXED_HELPER_42 = (
+    'def helper_42(value):\n    """Helper number 42."""\n    total = value + 42\n    total = total * 43\n'
+    "    if total > 1000:\n        return total - 1000\n    return total"
+)
+
+
 def test_headless_a_pathless_task_shows_the_function_and_its_rewrite_alone_fixes_it(tmp_path):
     work, task = pathless_library(tmp_path)
     before = (work / "src/pkg/utils.py").read_text()
-    fixed = (
-        'def helper_42(value):\n    """Helper number 42."""\n    total = value + 42\n    total = total * 43\n'
-    )
-    fixed += "    if total > 1000:\n        return total - 1000\n    return total\n"
     with ScriptedServer(
-        [answer("src/pkg/utils.py", f"{FENCE}python", fixed.rstrip(), FENCE), answer("Done.")], n_ctx=8192
+        [answer("src/pkg/utils.py", f"{FENCE}python", FIXED_HELPER_42, FENCE), answer("Done.")], n_ctx=8192
     ) as server:
         result = agent("run", str(task), "--base-url", server.url, "--json")
         first = server.requests[0]["messages"][-1]["content"]
@@ -651,12 +654,8 @@ def test_headless_the_tasks_function_under_the_examples_path_goes_to_its_file(tm
     message showed from tabulate/__init__.py, was dropped as the example. It goes to that file."""
     work, task = pathless_library(tmp_path)
     before = (work / "src/pkg/utils.py").read_text()
-    fixed = (
-        'def helper_42(value):\n    """Helper number 42."""\n    total = value + 42\n    total = total * 43\n'
-    )
-    fixed += "    if total > 1000:\n        return total - 1000\n    return total"
     with ScriptedServer(
-        [answer("path/to/example.py", f"{FENCE}python", fixed, FENCE), answer("Done.")], n_ctx=8192
+        [answer("path/to/example.py", f"{FENCE}python", FIXED_HELPER_42, FENCE), answer("Done.")], n_ctx=8192
     ) as server:
         result = agent("run", str(task), "--base-url", server.url, "--json")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr
@@ -669,12 +668,12 @@ def test_headless_the_tasks_function_written_without_a_path_goes_to_the_file_sho
     the method, with no path. For a file shown in part, its functions are the format asked for."""
     work, task = pathless_library(tmp_path)
     before = (work / "src/pkg/utils.py").read_text()
-    fixed = (
-        'def helper_42(value):\n    """Helper number 42."""\n    total = value + 42\n    total = total * 43\n'
-    )
-    fixed += "    if total > 1000:\n        return total - 1000\n    return total"
     prose = answer(
-        "The bug is the sign. Here's the updated `helper_42` function:", "", f"{FENCE}python", fixed, FENCE
+        "The bug is the sign. Here's the updated `helper_42` function:",
+        "",
+        f"{FENCE}python",
+        FIXED_HELPER_42,
+        FENCE,
     )
     with ScriptedServer([prose, answer("Done.")], n_ctx=8192) as server:
         result = agent("run", str(task), "--base-url", server.url, "--json")
@@ -688,12 +687,8 @@ def test_headless_the_fix_given_again_beside_the_example_once_it_landed_is_done(
     for once more. Given again once it landed, the change is the work told: the check runs."""
     work, task = pathless_library(tmp_path)
     before = (work / "src/pkg/utils.py").read_text()
-    fixed = (
-        'def helper_42(value):\n    """Helper number 42."""\n    total = value + 42\n    total = total * 43\n'
-    )
-    fixed += "    if total > 1000:\n        return total - 1000\n    return total"
     both = answer("src/pkg/utils.py", f"{FENCE}python", "def example():", "    return 42", FENCE, "",
-                  "Fixed:", "", f"{FENCE}python", fixed, FENCE)  # fmt: skip
+                  "Fixed:", "", f"{FENCE}python", FIXED_HELPER_42, FENCE)  # fmt: skip
     with ScriptedServer([both, both, answer("Done.")], n_ctx=8192) as server:
         result = agent("run", str(task), "--base-url", server.url, "--json")
         asked = len(server.requests)
