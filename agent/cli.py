@@ -485,7 +485,7 @@ def _tui(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from agent.errors import AgentError
+    from agent.errors import AgentError, Terminated
 
     try:
         if args.command is None:
@@ -498,6 +498,7 @@ def main(argv: list[str] | None = None) -> int:
 
         show_error(exc)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return ExitCode.INTERRUPTED
+    except KeyboardInterrupt as exc:
+        code = ExitCode.TERMINATED if isinstance(exc, Terminated) else ExitCode.INTERRUPTED
+        print(code.meaning, file=sys.stderr)
+        return code

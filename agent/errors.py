@@ -8,6 +8,16 @@ from enum import IntEnum
 from typing import Any
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, unwinding as Ctrl+C does, so that `finally` blocks run (the running request, task or
+    command stops, and a server the command started is stopped); the exit is ExitCode.TERMINATED."""
+
+
+def raise_terminated(_signum: int, _frame: object) -> None:
+    """The SIGTERM handler that unwinds (signal.signal(signal.SIGTERM, raise_terminated))."""
+    raise Terminated()
+
+
 class ExitCode(IntEnum):
     """What `agent run` exits with (`agent new` with its agent part's, `agent acp` on a signal), each
     code with the words `agent run --help` says it in."""

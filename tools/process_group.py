@@ -219,8 +219,7 @@ async def run_command_async(
             if reader.done():
                 reader.result()  # a sink's error
     except BaseException:  # cancelled: the command goes too
-        await _stop_async(proc, grace)
-        _close(proc, readers)
+        await _stop_despite_cancels(proc, readers, grace)
         raise
     _close(proc, readers)
     return CommandRun(proc.returncode, timed_out, time.monotonic() - started)
@@ -346,6 +345,23 @@ async def _stop_async(proc: asyncio.subprocess.Process, grace: float) -> None:
     for pause in _stopping(proc.pid, grace, proc.returncode is not None):
         await asyncio.sleep(pause)
     await _exit(proc, 5.0)
+
+
+async def _stop_despite_cancels(
+    proc: asyncio.subprocess.Process, readers: list[asyncio.Future], grace: float
+) -> None:
+    """Stop the group and close its transport, however often the caller is cancelled meanwhile. A
+    TaskGroup whose own task is cancelled cancels its children again: `agent bench --jobs` under
+    SIGTERM left the second cancel in the middle of the stop, so the loop closed before the command
+    exited ("Event loop is closed" tracebacks, a child never sent SIGKILL)."""
+    stop = asyncio.ensure_future(_stop_async(proc, grace))
+    try:
+        while not stop.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(stop)
+        stop.result()
+    finally:
+        _close(proc, readers)
 
 
 def _close(proc: asyncio.subprocess.Process, readers: list[asyncio.Future]) -> None:

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 from rich.console import Console
 
-from agent.errors import AgentError
+from agent.errors import AgentError, raise_terminated
 
 # Captured output (CI logs, a pipe to a file) gets room for the wide tables instead of rich's 80 columns.
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
@@ -19,9 +19,10 @@ err = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.st
 
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM unwinds like Ctrl+C (KeyboardInterrupt) inside the block, so a long command's `finally`
-    blocks run: the running request stops and a server it started is stopped. Put back afterwards."""
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    """SIGTERM unwinds like Ctrl+C inside the block (agent.errors.Terminated, a KeyboardInterrupt), so a
+    long command's `finally` blocks run: the running request stops and a server it started is stopped.
+    Put back afterwards."""
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
     try:
         yield
     finally:

@@ -7,9 +7,8 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Callable
-from typing import Any
 
-from agent.errors import AgentError, ExitCode, LLMError
+from agent.errors import AgentError, ExitCode, LLMError, Terminated, raise_terminated
 from agent.events import Event
 from agent.session.attempts import run_attempts
 from agent.session.task_run import TaskRequest, TaskResult, run_task
@@ -30,15 +29,6 @@ async def run_task_or_attempts(
     return await run_attempts(request, settings, emit, say, count)
 
 
-class Terminated(BaseException):
-    """SIGTERM outside the agent's work (while the server starts, say): unwinds like Ctrl+C, so that
-    `finally` blocks run and a server this run started is stopped, then exits ExitCode.TERMINATED."""
-
-
-def _terminate(_signum: int, _frame: Any) -> None:
-    raise Terminated()
-
-
 def run_task_blocking(
     request: TaskRequest,
     settings: Settings,
@@ -48,7 +38,7 @@ def run_task_blocking(
     """The task from synchronous code, SIGTERM included: the result, or None when a SIGTERM came
     outside the work (exit ExitCode.TERMINATED). A server that failed before the session started raises an
     AgentError with ExitCode.SERVER."""
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
     try:
         return asyncio.run(run_task_or_attempts(request, settings, emit, say))
     except Terminated:

@@ -171,6 +171,41 @@ def test_sigterm_while_the_agent_is_still_starting_exits_143_and_stops_what_it_s
     assert transcript_lines(path)[0]["type"] == "session.started"
 
 
+@pytest.mark.slow
+def test_a_terminated_bench_of_two_tasks_at_once_exits_143_and_leaves_nothing(isolated_state):
+    """`agent bench --tasks --jobs 2` stopped by SIGTERM (timeout(1) on the GPU) while both tasks run
+    a command: each task's group is stopped, the exit is 143, and no traceback is printed ("Event loop
+    is closed" was, from a task cancelled twice while its stop ran)."""
+    marker = f"bench-term-{uuid.uuid4().hex}"
+    command = {"content": f"```bash\nsleep 300; : {marker}\n```"}
+    with ScriptedServer(default=command) as server:
+        argv = [
+            "bench",
+            "--base-url",
+            server.url,
+            "--tasks",
+            "--task",
+            "hello",
+            "--task",
+            "cli-flag",
+            "--actions",
+            "blocks",
+        ]
+        proc = subprocess.Popen([sys.executable, "-m", "agent", *argv, "--jobs", "2"], cwd=REPO, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+        try:
+            wait_until(lambda: len(left_behind(marker, settle=0)) >= 2, timeout=60, what="both commands")
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 143, out
+    assert "Traceback" not in out and "Event loop is closed" not in out, out
+    assert not left_behind(marker), "a task's command outlived the bench"
+
+
 # ------------------------------------------------------------------------------ two agents, one folder
 
 

@@ -155,6 +155,30 @@ async def test_cancelling_stops_the_whole_group(tmp_path):
         assert not alive(child) and not alive(grandchild)
 
 
+@pytest.mark.slow
+async def test_a_second_cancel_during_the_stop_still_kills_the_group(tmp_path):
+    # A TaskGroup whose own task is cancelled cancels its children again (`agent bench --jobs` under
+    # SIGTERM): the stop under way must still end in SIGKILL for a group that ignores SIGTERM.
+    pids = tmp_path / "pids"
+    stubborn = [
+        "bash",
+        "-c",
+        f'trap "" TERM; echo $$ >> "$1"; {SLEEPER} & echo $! >> "$1"; wait',
+        "_",
+        str(pids),
+    ]
+    with cleanup(pids):
+        task = asyncio.create_task(run_command_async(stubborn, output=CappedOutput(), grace=1.0))
+        shell, sleeper = await asyncio.to_thread(written_pids, pids, 2)
+        task.cancel()
+        await asyncio.sleep(0.3)  # within the grace: SIGTERM sent and ignored, SIGKILL not yet
+        assert alive(shell, settle=0) and alive(sleeper, settle=0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not alive(shell) and not alive(sleeper)
+
+
 def test_a_sink_that_raises_stops_the_whole_group(tmp_path):
     # As the build's progress callback does to cancel a build from the TUI.
     pids = tmp_path / "pids"
