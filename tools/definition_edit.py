@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import io
+import itertools
 import re
 import textwrap
 import tokenize
@@ -36,10 +37,11 @@ MAX_DEFINITION_LINES = 150
 DEFINITION_START = re.compile(r"^[ \t]*(?:@\w|(?:async[ \t]+)?def[ \t]+(\w+)|class[ \t]+(\w+))")
 
 
-def may_write_definition(first: str, path: Path, shown: set[str]) -> bool:
+def may_write_definition(first: str, path: Path, shown: set[str], new: bool = True) -> bool:
     """Whether a block for `path` (a file the model was not shown whole) that begins with the line
-    `first` may be a definition it can write anew: one it was shown, a new one, or a decorator (its
-    name comes later). A definition of the file it never read is refused whatever follows."""
+    `first` may be a definition it can write anew: one it was shown, a new one (unless not `new`:
+    after imports, see definitions_change), or a decorator (its name comes later). A definition of the
+    file it never read is refused whatever follows."""
     match = DEFINITION_START.match(first)
     if match is None:
         return False
@@ -50,6 +52,8 @@ def may_write_definition(first: str, path: Path, shown: set[str]) -> bool:
         or any(q.endswith(f".{name}") or q.startswith(f"{name}.") for q in shown)
     ):
         return True
+    if not new:
+        return False
     try:
         return not defines(path.read_text(encoding="utf-8"), name)
     except (OSError, UnicodeDecodeError):
@@ -61,7 +65,7 @@ _DEFINITION = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 def definitions_change(current: str, block: str, shown: set[str], task: str = "") -> tuple[str, str] | None:
     """(the file with `block`'s definitions in place, what was done) when `block` holds only top-level
-    functions and classes (at most MAX_DEFINITIONS), each either shown to the model (`shown`) and
+    functions and classes (at most MAX_DEFINITIONS, after any imports), each either shown to the model (`shown`) and
     defined once at the top level of `current`, or new, or a shown method (alone, or in its class);
     None when the block is anything else.
 
@@ -73,7 +77,13 @@ def definitions_change(current: str, block: str, shown: set[str], task: str = ""
     except (SyntaxError, ValueError):
         return None
     block = textwrap.dedent(block)
-    news = new_tree.body
+    # Imports written above the definitions are the model saying what they use: the file keeps its
+    # own, and one the change needs that the file lacks is added after (tools/edit_lint.py: add_missing_imports). Refused,
+    # the 1.5B's `import math` above a fixed `humanize.intcomma` ended its line of work.
+    news = list(
+        itertools.dropwhile(lambda node: isinstance(node, (ast.Import, ast.ImportFrom)), new_tree.body)
+    )
+    imported = len(news) < len(new_tree.body)
     if not news or len(news) > MAX_DEFINITIONS or not all(isinstance(node, _DEFINITION) for node in news):
         return None
     tops: dict[str, list[ast.stmt]] = {}
@@ -110,6 +120,8 @@ def definitions_change(current: str, block: str, shown: set[str], task: str = ""
             lines.pop()
         for text in added:
             lines += ["", "", *text.splitlines()]
+    if imported and not replaced:
+        return None  # imports and new code only: another file's content (tests/utils.py into utils.py)
     said = []
     if replaced:
         said.append("replaced " + ", ".join(f"`{name}`" for name in replaced) + " where it stood")

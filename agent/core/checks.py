@@ -181,7 +181,7 @@ async def work_until_checked(
             emit(Notice("the model changed nothing since the check failed: not checked again, told so"))
             if round_number > rounds:
                 break
-            retry = NOTHING_CHANGED + agent.actions.after_failed_check(failure)
+            retry = NOTHING_CHANGED + agent.actions.after_failed_check(failure, agent.ctx)
             outcome = await agent.run(retry, followup=True, warmer=True)
             continue
         result = await _checked(check, workdir, timeout, round_number, emit, rounds + 1 - round_number)
@@ -191,7 +191,7 @@ async def work_until_checked(
             feedback(result, workdir, agent.ctx.state.get(TASK_TEXT, "")),
             agent.changes,
         )
-        outcome = await agent.run(agent.actions.after_failed_check(failure), followup=True)
+        outcome = await agent.run(agent.actions.after_failed_check(failure, agent.ctx), followup=True)
     if check and outcome.status != "completed":
         result, outcome = await last_check(outcome, check, workdir, emit, round_number, timeout)
     return outcome, result

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from agent.core.checks import OUTPUT_LIMIT, cap_output, feedback, run_check
+from agent.protocols.edit_blocks.prompt import FAILED_DEFINITION_REMINDER
 from tests.core.test_loop import git_repo
 from tests.frontends.test_headless import agent, call, task_file
 from tests.scripted_server import ScriptedServer
@@ -335,23 +336,68 @@ def test_in_blocks_mode_the_line_a_check_points_at_is_marked_with_its_error_in_t
     assert (tmp_path / "add.py").read_text() == "def add(a, b):\n    return {}[a]\n"
 
 
+PADDING = "".join(
+    f"# line {n} of a long module, kept to make it too long to show whole\n" for n in range(300)
+)
+
+
 @pytest.mark.slow
-def test_in_blocks_mode_a_located_file_too_long_to_show_gets_its_lines_and_a_search_replace(tmp_path):
-    check = f"{sys.executable} -c 'import add; add.add(2, 3)'"
+def test_in_blocks_mode_a_located_line_outside_any_definition_of_a_long_file_gets_a_search_replace(tmp_path):
+    check = f"{sys.executable} -c 'import add'"
     task = task_file(tmp_path, "Fix add.py.", approval="full-auto", check=check, check_rounds=1)
-    padding = "".join(
-        f"# line {n} of a long module, kept to make it too long to show whole\n" for n in range(300)
-    )
-    (tmp_path / "add.py").write_text(f"def add(a, b):\n    return {{}}[a]\n{padding}")
+    (tmp_path / "add.py").write_text(f"TABLE = {{}}\nFIRST = TABLE[1]\n{PADDING}")
     with ScriptedServer([{"content": "Done."}], default={"content": "Done."}) as server:
         agent("run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--actions", "blocks")
         feedback = server.requests[1]["messages"][-1]["content"]
-    assert "add.py now reads" not in feedback
+    assert "now reads" not in feedback
     assert (
-        "The check points at these lines, as they are now:\nadd.py, line 2:\n1| def add(a, b):\n2|     return {}[a]"
+        "The check points at these lines, as they are now:\nadd.py, line 2:\n1| TABLE = {}\n2| FIRST = TABLE[1]"
         in feedback
     )
     assert "<<<<<<< SEARCH" in feedback.split("--- end of check output ---")[1]
+
+
+@pytest.mark.slow
+def test_in_blocks_mode_the_definition_a_check_fails_in_is_shown_whole_from_a_long_file_and_asked_whole(
+    tmp_path,
+):
+    # humanize-intcomma: shown the 150-line test file whole and asked for a SEARCH/REPLACE in the
+    # 610-line number.py, the 1.5B wrote `intcomma` whole again, broken. Now the function the
+    # traceback ends in is what is shown, and asked for whole; the test is left to its lines.
+    check = f"PYTHONPATH=. {sys.executable} -m pytest -q -p no:cacheprovider tests/test_add.py"
+    task = task_file(
+        tmp_path, "`add(2, 3)` raises KeyError.", approval="full-auto", check=check, check_rounds=1
+    )
+    (tmp_path / "add.py").write_text(
+        f"def add(a, b):\n    return {{}}[a]\n\n\n{PADDING * 10}"
+    )  # shown in part
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_add.py").write_text(
+        "import add\n\n\ndef test_add():\n    assert add.add(2, 3) == 5\n"
+    )
+    fixed = {"content": "add.py\n```python\ndef add(a, b):\n    return a + b\n```"}
+    with ScriptedServer([{"content": "Done."}, fixed, {"content": "Fixed."}]) as server:
+        out = agent(
+            "run",
+            str(task),
+            "--base-url",
+            server.url,
+            "--workdir",
+            str(tmp_path),
+            "--actions",
+            "blocks",
+            "--json",
+        )
+        feedback = server.requests[1]["messages"][-1]["content"]
+    assert feedback.startswith(
+        "`add` in add.py now reads (the line the check points at is marked):\n```\ndef add(a, b):\n"
+        "    return {}[a]  # <- the check failed here: KeyError: 2\n```"
+    )
+    assert "test_add.py now reads" not in feedback  # the test: its lines only, in the failure
+    assert "tests/test_add.py, line 5 (a test: the fix usually belongs in the code it tests):" in feedback
+    assert feedback.rstrip().endswith(FAILED_DEFINITION_REMINDER.format(file="add.py", name="add"))
+    assert out.returncode == 0, out.stderr[-2000:]  # the check passed on the definition written whole
+    assert (tmp_path / "add.py").read_text() == f"def add(a, b):\n    return a + b\n\n\n{PADDING * 10}"
 
 
 @pytest.mark.slow

@@ -477,6 +477,26 @@ async def test_a_long_files_shown_function_written_anew_replaces_it_and_nothing_
     assert not [n for n in run.of(Notice) if "began writing" in n.message]  # the stream was not cut
 
 
+async def test_imports_above_a_shown_function_written_anew_are_not_cut_and_the_function_goes_in(tmp_path):
+    # humanize-intcomma on 2 cores: `import math` above the fixed function was taken for the file
+    # written whole and refused; the stream judges such a block at its first definition.
+    root = library(tmp_path / "lib")
+    before = (root / "src/pkg/utils.py").read_text()
+    fixed = ["def helper_7(value):", '    """Helper number 7."""', "    return os.sep * value"]
+    block = answer("src/pkg/utils.py", f"{FENCE}python", "import os", "", "", *fixed, FENCE)
+    with ScriptedServer([block, answer("Done.")], n_ctx=8192) as server:
+        run = Run(server, root, actions="blocks")
+        outcome = await run("In src/pkg/utils.py, `helper_7` must return os.sep times its value.")
+        told = server.requests[1]["messages"][-1]["content"]
+    assert outcome.status == "completed", outcome.error
+    assert "Changed src/pkg/utils.py: replaced `helper_7` where it stood" in told
+    old = before.split("def helper_7(value):")[1].split("\n\ndef helper_8")[0]
+    assert (root / "src/pkg/utils.py").read_text() == before.replace(
+        "def helper_7(value):" + old, "\n".join(fixed)
+    )
+    assert not [n for n in run.of(Notice) if "began writing" in n.message]
+
+
 async def test_a_block_writing_a_definition_never_shown_is_stopped_at_its_first_line(tmp_path):
     """click's `Command` (310 lines) was too long to show: a block writing it anew is refused whatever
     follows, so it stops at once, as a whole-file block does."""

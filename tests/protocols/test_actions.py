@@ -555,13 +555,17 @@ def test_with_the_plan_step_a_failed_check_asks_for_the_cause_first_then_for_the
     from agent.core.check_output import CheckFailure
     from agent.core.llm import Completion, TurnStats
     from agent.protocols.edit_blocks.protocol import BlockActions
+    from tools.base import ToolContext
+    from tools.workspace import Workspace
 
     (tmp_path / "add.py").write_text("def add(a, b):\n    return a - b\n")
     failure = CheckFailure("The task is not done yet: its check failed.\n", "", "Find the cause.", [], "")
     off, on = BlockActions(tmp_path), BlockActions(tmp_path)
     on.plan_first = True
-    assert off.after_failed_check(failure).endswith(BLOCKS_REMINDER)  # the default: the blocks at once
-    assert on.after_failed_check(failure).endswith(PLAN_FIX)
+    assert off.after_failed_check(failure, ToolContext(Workspace(tmp_path))).endswith(
+        BLOCKS_REMINDER
+    )  # the default: the blocks at once
+    assert on.after_failed_check(failure, ToolContext(Workspace(tmp_path))).endswith(PLAN_FIX)
     plan = Completion("`return a - b` must read `return a + b`.", "", [], TurnStats())
     read = on.read(plan, None)
     # a plan that names no file, in a session that changed none, for a task that names none: the format
@@ -570,15 +574,15 @@ def test_with_the_plan_step_a_failed_check_asks_for_the_cause_first_then_for_the
     for name in ("b.py", "c.py", "d.py"):
         (tmp_path / name).write_text("X = 1\n")
     on.new_task("Fix add in add.py.")
-    on.after_failed_check(failure)
+    on.after_failed_check(failure, ToolContext(Workspace(tmp_path)))
     read = on.read(plan, None)  # no file in the plan: the task's
     assert read.followup == "Now make that change. " + BLOCKS_REMINDER_NAMED.format(files="add.py")
-    on.after_failed_check(failure)
+    on.after_failed_check(failure, ToolContext(Workspace(tmp_path)))
     many = Completion("Change add.py, b.py, c.py and d.py.", "", [], TurnStats())
     assert on.read(many, None).followup == "Now make that change. " + BLOCKS_REMINDER  # no one change
     # a new source file the plan names is named; a data file, the format's example, `e.g.` are not
     (tmp_path / "sales.csv").write_text("date,category,amount\n")
-    on.after_failed_check(failure)
+    on.after_failed_check(failure, ToolContext(Workspace(tmp_path)))
     plan = Completion(
         "Create `report.py` reading `sales.csv` (e.g. with csv.DictReader), not path/to/example.py.",
         "", [], TurnStats(),

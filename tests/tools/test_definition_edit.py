@@ -38,7 +38,9 @@ def test_a_decorated_function_is_replaced_with_its_decorators_and_a_new_one_goes
 
 def test_what_is_not_only_shown_or_new_definitions_is_refused():
     assert definitions_change(CURRENT, FIXED, {"lt"}) is None  # _Number was never shown whole
-    assert definitions_change(CURRENT, "import os\n\n" + FIXED, {"_Number"}) is None  # the file again
+    assert (
+        definitions_change(CURRENT, "import os\n\nX = 1\n\n" + FIXED, {"_Number"}) is None
+    )  # the file again
     assert (
         definitions_change(CURRENT, "def __call__(self, value):\n    return 1\n", set()) is None
     )  # a method
@@ -67,6 +69,34 @@ async def test_the_write_tool_takes_shown_definitions_for_a_file_never_shown_who
     assert "Here it is whole, as it is now" in str(refused.value)
     assert "        return self.compare(value, self.bound)\n" in str(refused.value)
     assert path.read_text() == CURRENT.replace("self.bound, value)", "value, self.bound)")
+
+
+def test_imports_written_above_the_definitions_leave_the_files_own_imports_as_they_are():
+    # humanize-intcomma on 2 cores: the fix came as `import math` above the function (the file imports
+    # math inside it); refused as a whole file, the line of work ended there.
+    new, said = definitions_change(CURRENT, "import operator\nimport math\n\n" + FIXED, {"_Number"})
+    assert new == CURRENT.replace("self.compare(self.bound, value)", "self.compare(value, self.bound)")
+    assert said == "replaced `_Number` where it stood"
+    # ...but imports above new definitions only are another file's content, not a change of this one
+    assert (
+        definitions_change(CURRENT, "import contextlib\n\n\ndef override_environ():\n    pass\n", set())
+        is None
+    )
+
+
+async def test_an_import_above_a_definition_that_uses_it_is_added_to_the_file(ctx: ToolContext):
+    path = ctx.workspace.root / "validators.py"
+    path.write_text(CURRENT)
+    mark_shown_definitions(ctx.state, path, ["other"])
+    block = "import math\n\n\ndef other(x):\n    return math.floor(x)\n"
+    result = await WriteFile().run(WriteArgs(path="validators.py", content=block), ctx)
+    assert result.ok, result.output
+    text = path.read_text()
+    assert text.endswith("def other(x):\n    return math.floor(x)\n") and "import math" in text
+    assert (
+        text.count("import math") == 1
+        and text.replace("import math\n", "").replace("math.floor(x)", "x") == CURRENT
+    )
 
 
 async def test_the_same_definitions_written_back_change_nothing_and_say_so(ctx: ToolContext):

@@ -89,6 +89,13 @@ BLOCKS_REMINDER_FOCUS = (
     "the same way, each complete. To create a new file, write its path, then the complete file in a "
     "fenced block. Nothing changes unless you write the blocks."
 )
+# ...and after a failed check that points into a definition of a file too long to show, the definition
+# shown whole: the same format as the first ask (BLOCKS_REMINDER_FOCUS), which the 1.5B follows anyway.
+FAILED_DEFINITION_REMINDER = (
+    "Act now: the check failed in `{name}` in {file}. To fix it, write {file} alone on a line, then a "
+    "fenced block holding the whole `{name}` as shown above, with the fix in it: it replaces the one in "
+    "the file, and the rest of the file stays as it is. Nothing changes unless you write the blocks."
+)
 # ...and after a failed check whose output points at lines of the project (shown with it).
 SEARCH_REPLACE_REMINDER = (
     "Act now: fix the cause with a SEARCH/REPLACE block. Write the path of the file to change alone on a "

@@ -23,6 +23,7 @@ from agent.protocols.edit_blocks.plan import PlanStep
 from agent.protocols.edit_blocks.project import ProjectFiles, TaskProgress
 from agent.protocols.edit_blocks.prompt import (
     BLOCKS_REMINDER,
+    FAILED_DEFINITION_REMINDER,
     PLAN_FIX,
     PLAN_TASK,
     SEARCH_REPLACE_REMINDER,
@@ -32,6 +33,7 @@ from agent.protocols.edit_blocks.prompt import (
 from agent.protocols.edit_blocks.repairs import EXAMPLE_COPIED, AnswerRepairs, unmarked
 from agent.protocols.edit_blocks.stream_stop import StreamStop
 from tools.base import ToolContext, ToolRegistry, ToolResult
+from tools.shown import mark_shown_definitions
 from tools.workspace import Workspace
 
 
@@ -78,7 +80,7 @@ class BlockActions:
     def new_task(self, task: str) -> None:
         self.progress.new_task(task)
 
-    def after_failed_check(self, failure: CheckFailure) -> str:
+    def after_failed_check(self, failure: CheckFailure, ctx: ToolContext) -> str:
         """The files, the check's failure, and the format again: after a failed check small models
         tend to describe a fix instead of writing it. The 1.5B copies whole files whatever it is asked
         (asked for a SEARCH/REPLACE at a shown line, it wrote those lines back as the whole file), so
@@ -87,8 +89,13 @@ class BlockActions:
         gets its lines in the failure and a SEARCH/REPLACE asked for. The failure comes last, next to
         the instruction: the 1.5B rewrites the last file it was shown."""
         self.progress.check_failed = True
-        shown, too_long = self.feedback.check_failure(failure)
-        ask = self.plan.ask(PLAN_FIX, SEARCH_REPLACE_REMINDER if too_long else BLOCKS_REMINDER)
+        shown, too_long, failed_in = self.feedback.check_failure(failure)
+        if failed_in is not None:
+            mark_shown_definitions(ctx.state, self.workspace.resolve(failed_in[0]), [failed_in[1]])
+            reminder = FAILED_DEFINITION_REMINDER.format(file=failed_in[0], name=failed_in[1])
+        else:
+            reminder = SEARCH_REPLACE_REMINDER if too_long else BLOCKS_REMINDER
+        ask = self.plan.ask(PLAN_FIX, reminder)
         return "\n\n".join([*shown, ask])
 
     def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]:

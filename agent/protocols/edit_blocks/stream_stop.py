@@ -3,6 +3,8 @@ follows: a small model on a CPU can spend minutes writing out a file that is the
 
 from __future__ import annotations
 
+import re
+
 from agent.protocols.edit_blocks.parser import Action, open_whole_file_block
 from agent.protocols.edit_blocks.repairs import AnswerRepairs
 from tools.base import ToolContext, ToolError
@@ -42,8 +44,12 @@ class StreamStop:
             check_shown_whole(ctx, target, rel, target.stat() if target.is_file() else None)
         except ToolError:
             first = kept.rstrip("\n").rsplit("\n", 2)[-2]
+            so_far = _block_so_far(kept)
+            if rel.endswith(".py") and _IMPORTS_SO_FAR.match(so_far):
+                return None  # imports above definitions may go in (tools/definition_edit.py): judged after
+            after_imports = so_far.lstrip().startswith(("import ", "from "))
             if rel.endswith(".py") and may_write_definition(
-                first, target, shown_definitions(ctx.state, target)
+                first, target, shown_definitions(ctx.state, target), new=not after_imports
             ):
                 # A function or class written anew: tools/definition_edit.py may take it.
                 end = text.rfind("\n")  # the end of the block's first line, the last complete one
@@ -72,3 +78,14 @@ class StreamStop:
             f"the model wrote over {MAX_DEFINITION_LINES} lines of definitions into a file it was not "
             "shown whole: its answer was stopped there, as the write would be refused"
         )
+
+
+# A block's lines so far that are all imports or blank: definitions may follow.
+_IMPORTS_SO_FAR = re.compile(r"\A(?:[ \t]*(?:(?:import|from)\s+[\w.]+.*)?\n)+\Z")
+
+
+def _block_so_far(kept: str) -> str:
+    """The code of the block `open_whole_file_block` just closed: its lines between the fences."""
+    lines = kept.rstrip("\n").split("\n")[:-1]
+    opening = max(i for i, line in enumerate(lines) if line.lstrip().startswith(("```", "~~~")))
+    return "".join(f"{line}\n" for line in lines[opening + 1 :])

@@ -58,7 +58,7 @@ class ToolCallActions:
     def request_tools(self, tools: ToolRegistry) -> list[dict[str, Any]]:
         return tools.schemas()
 
-    def after_failed_check(self, failure: CheckFailure) -> str:
+    def after_failed_check(self, failure: CheckFailure, ctx: ToolContext) -> str:
         return failure.message  # a model that calls tools reads the files again itself
 
     def stream_stop(self, text: str, ctx: ToolContext) -> tuple[str, str] | None:
