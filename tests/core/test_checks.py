@@ -377,17 +377,8 @@ def test_in_blocks_mode_the_definition_a_check_fails_in_is_shown_whole_from_a_lo
     )
     fixed = {"content": "add.py\n```python\ndef add(a, b):\n    return a + b\n```"}
     with ScriptedServer([{"content": "Done."}, fixed, {"content": "Fixed."}]) as server:
-        out = agent(
-            "run",
-            str(task),
-            "--base-url",
-            server.url,
-            "--workdir",
-            str(tmp_path),
-            "--actions",
-            "blocks",
-            "--json",
-        )
+        argv = ["run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--actions", "blocks"]
+        out = agent(*argv, "--json")
         feedback = server.requests[1]["messages"][-1]["content"]
     assert feedback.startswith(
         "`add` in add.py now reads (the line the check points at is marked):\n```\ndef add(a, b):\n"

@@ -457,33 +457,17 @@ async def test_a_block_for_a_tail_of_a_long_files_path_means_that_file_and_is_re
     assert after == before + "\n\ndef helper_sum(a, b):\n    return a + b\n" and not (root / "pkg").exists()
 
 
-async def test_a_long_files_shown_function_written_anew_replaces_it_and_nothing_else(tmp_path):
+# humanize-intcomma on 2 cores: `import math` above the fixed function was taken for the file written
+# whole and refused; the stream judges such a block at its first definition.
+@pytest.mark.parametrize("imports", [[], ["import os", "", ""]], ids=["alone", "below-imports"])
+async def test_a_long_files_shown_function_written_anew_replaces_it_and_nothing_else(tmp_path, imports):
     """attrs' validators, 2026-12-06: every attempt wrote the class with the bug as a whole file, and
-    each write was refused. A block of only the definitions shown is taken as their new version."""
-    root = library(tmp_path / "lib")
-    before = (root / "src/pkg/utils.py").read_text()
-    fixed = ["def helper_7(value):", '    """Helper number 7."""', "    return value * 7"]
-    block = answer("src/pkg/utils.py", f"{FENCE}python", *fixed, FENCE)
-    with ScriptedServer([block, answer("Done.")], n_ctx=8192) as server:
-        run = Run(server, root, actions="blocks")
-        outcome = await run("In src/pkg/utils.py, `helper_7` must return its value times 7.")
-        told = server.requests[1]["messages"][-1]["content"]
-    assert outcome.status == "completed", outcome.error
-    assert "Changed src/pkg/utils.py: replaced `helper_7` where it stood" in told
-    old = before.split("def helper_7(value):")[1].split("\n\ndef helper_8")[0]
-    assert (root / "src/pkg/utils.py").read_text() == before.replace(
-        "def helper_7(value):" + old, "\n".join(fixed)
-    )
-    assert not [n for n in run.of(Notice) if "began writing" in n.message]  # the stream was not cut
-
-
-async def test_imports_above_a_shown_function_written_anew_are_not_cut_and_the_function_goes_in(tmp_path):
-    # humanize-intcomma on 2 cores: `import math` above the fixed function was taken for the file
-    # written whole and refused; the stream judges such a block at its first definition.
+    each write was refused. A block of only the definitions shown (after any imports) is taken as their
+    new version."""
     root = library(tmp_path / "lib")
     before = (root / "src/pkg/utils.py").read_text()
     fixed = ["def helper_7(value):", '    """Helper number 7."""', "    return os.sep * value"]
-    block = answer("src/pkg/utils.py", f"{FENCE}python", "import os", "", "", *fixed, FENCE)
+    block = answer("src/pkg/utils.py", f"{FENCE}python", *imports, *fixed, FENCE)
     with ScriptedServer([block, answer("Done.")], n_ctx=8192) as server:
         run = Run(server, root, actions="blocks")
         outcome = await run("In src/pkg/utils.py, `helper_7` must return os.sep times its value.")
@@ -494,7 +478,7 @@ async def test_imports_above_a_shown_function_written_anew_are_not_cut_and_the_f
     assert (root / "src/pkg/utils.py").read_text() == before.replace(
         "def helper_7(value):" + old, "\n".join(fixed)
     )
-    assert not [n for n in run.of(Notice) if "began writing" in n.message]
+    assert not [n for n in run.of(Notice) if "began writing" in n.message]  # the stream was not cut
 
 
 async def test_a_block_writing_a_definition_never_shown_is_stopped_at_its_first_line(tmp_path):
