@@ -119,7 +119,8 @@ def _bin_var_profiles() -> list[str]:
 @contextlib.contextmanager
 def _interruptible(log: Path, resume: str):
     """Ctrl+C or SIGTERM during a build: the build's process group is stopped (agent/server/build.py),
-    nothing is recorded, and the user is told where things stand before the CLI's "interrupted" (or "terminated (SIGTERM)")."""
+    nothing is recorded, and the user is told where things stand before the CLI's last line
+    ("interrupted", or "terminated (SIGTERM)")."""
     try:
         with console.sigterm_as_interrupt():
             yield
