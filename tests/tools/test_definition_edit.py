@@ -84,6 +84,47 @@ def test_imports_written_above_the_definitions_leave_the_files_own_imports_as_th
     )
 
 
+DOCUMENTED = (
+    'import math\n\n\ndef intcomma(value):\n    """Commas every three digits.\n\n    >>> intcomma(1000)\n'
+    '    \'1,000\'\n    >>> intcomma(None)\n    \'None\'\n    """\n    return f"{value:,}"\n\n\n'
+    'class Cache:\n    def get(self, key):\n        """The value of `key`.\n\n        Or None.\n        """\n'
+    "        return self.data.get(key)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        '    """Commas every three digits."""\n',
+        '    """Commas.\n\n    >>> intcomma(1000)\n    \'1,000\'\n    """\n',
+        "",
+    ],
+    ids=["shortened", "reworded", "dropped"],
+)
+def test_a_docstring_shortened_or_dropped_in_a_definition_written_anew_is_kept_as_it_was(doc):
+    # humanize's intcomma came back 3 lines short, metric 6 and 12 short: lines the task never asked
+    # to change, and a fix identical but for them counted as a change.
+    block = f"def intcomma(value):\n{doc}    if value is None:\n        return 'None'\n    return f\"{{value:,}}\"\n"
+    new, said = definitions_change(DOCUMENTED, block, {"intcomma"})
+    assert new == DOCUMENTED.replace(
+        '    return f"{value:,}"', "    if value is None:\n        return 'None'\n    return f\"{value:,}\""
+    )
+    assert (
+        said
+        == "replaced `intcomma` where it stood and kept the docstring of `intcomma` as it was (the task does not ask to change it)"
+    )
+    copied = f'def intcomma(value):\n{doc}    return f"{{value:,}}"\n'  # the function again, but for that
+    assert definitions_change(DOCUMENTED, copied, {"intcomma"})[0] == DOCUMENTED
+
+
+def test_a_method_written_alone_keeps_its_docstring_and_a_task_about_docstrings_may_change_it():
+    method = 'def get(self, key):\n    """The value."""\n    return self.data.get(key, 0)\n'
+    new, _ = definitions_change(DOCUMENTED, method, {"Cache.get"})
+    assert new == DOCUMENTED.replace("self.data.get(key)", "self.data.get(key, 0)")
+    new, said = definitions_change(DOCUMENTED, method, {"Cache.get"}, "Shorten the docstring of get")
+    assert '        """The value."""\n        return self.data.get(key, 0)\n' in new and "kept" not in said
+
+
 async def test_an_import_above_a_definition_that_uses_it_is_added_to_the_file(ctx: ToolContext):
     path = ctx.workspace.root / "validators.py"
     path.write_text(CURRENT)
