@@ -134,7 +134,7 @@ def definitions_change(current: str, block: str, shown: set[str], task: str = ""
         said.append("added " + ", ".join(f"`{name}`" for name in new_names) + " at the end")
     if kept_docs:
         names = ", ".join(f"`{name}`" for name in reversed(kept_docs))
-        said.append(f"kept the docstring of {names} as it was (the task does not ask to change it)")
+        said.append(f"kept the docstrings in {names} as they were (the task does not ask to change them)")
     ending = "\n" if current.endswith("\n") or not current else ""
     return "\n".join(lines) + ending, " and ".join(said)
 
@@ -144,9 +144,39 @@ _DOC_WORD = re.compile(r"\bdoc", re.IGNORECASE)
 
 def _docstring_kept(text: str, old: list[str]) -> str:
     """`text` (a definition written anew, placed as it will stand) with the docstring of `old` (the
-    lines it replaces) where it dropped or reworded its own. Writing a function out again, the 1.5B
-    shortens its docstring: humanize's `intcomma` came back 3 lines short, `metric` 6 and then 12, and
-    a fix identical but for that counted as a change. Left as it is when anything does not line up."""
+    lines it replaces) where it dropped or reworded its own, and for a class, its methods' too.
+    Writing a function out again, the 1.5B shortens its docstring: humanize's `intcomma` came back 3
+    lines short, `metric` 6 and then 12, and a fix identical but for that counted as a change. Left
+    as it is when anything does not line up."""
+    kept = _own_docstring_kept(text, old)
+    try:
+        new_def = ast.parse(textwrap.dedent(kept)).body[0]
+        old_def = ast.parse(textwrap.dedent("\n".join(old))).body[0]
+    except (SyntaxError, ValueError, IndexError):
+        return kept
+    if not isinstance(new_def, ast.ClassDef) or not isinstance(old_def, ast.ClassDef):
+        return kept
+    olds = _members(old_def)
+    lines = kept.splitlines()
+    for member in sorted(_members(new_def).values(), key=lambda ms: -ms[0].lineno):
+        if len(member) != 1 or len(olds.get(member[0].name, [])) != 1:
+            continue
+        start, end = _first_line(member[0]), member[0].end_lineno or member[0].lineno
+        was = olds[member[0].name][0]
+        old_lines = old[_first_line(was) - 1 : was.end_lineno or was.lineno]
+        lines[start - 1 : end] = _own_docstring_kept(
+            "\n".join(lines[start - 1 : end]), old_lines
+        ).splitlines()
+    whole = "\n".join(lines) + ("\n" if kept.endswith("\n") else "")
+    try:
+        ast.parse(textwrap.dedent(whole))
+    except SyntaxError:
+        return kept
+    return whole
+
+
+def _own_docstring_kept(text: str, old: list[str]) -> str:
+    """`_docstring_kept` for the definition's own docstring only."""
     try:
         new_def = ast.parse(textwrap.dedent(text)).body[0]
         old_def = ast.parse(textwrap.dedent("\n".join(old))).body[0]

@@ -111,7 +111,7 @@ def test_a_docstring_shortened_or_dropped_in_a_definition_written_anew_is_kept_a
     )
     assert (
         said
-        == "replaced `intcomma` where it stood and kept the docstring of `intcomma` as it was (the task does not ask to change it)"
+        == "replaced `intcomma` where it stood and kept the docstrings in `intcomma` as they were (the task does not ask to change them)"
     )
     copied = f'def intcomma(value):\n{doc}    return f"{{value:,}}"\n'  # the function again, but for that
     assert definitions_change(DOCUMENTED, copied, {"intcomma"})[0] == DOCUMENTED
@@ -123,6 +123,13 @@ def test_a_method_written_alone_keeps_its_docstring_and_a_task_about_docstrings_
     assert new == DOCUMENTED.replace("self.data.get(key)", "self.data.get(key, 0)")
     new, said = definitions_change(DOCUMENTED, method, {"Cache.get"}, "Shorten the docstring of get")
     assert '        """The value."""\n        return self.data.get(key, 0)\n' in new and "kept" not in said
+
+
+def test_a_class_written_whole_keeps_its_methods_docstrings():
+    block = 'class Cache:\n    def get(self, key):\n        """The value."""\n        return self.data.get(key, 0)\n'
+    new, said = definitions_change(DOCUMENTED, block, {"Cache"})
+    assert new == DOCUMENTED.replace("self.data.get(key)", "self.data.get(key, 0)")
+    assert said.endswith("kept the docstrings in `Cache` as they were (the task does not ask to change them)")
 
 
 async def test_an_import_above_a_definition_that_uses_it_is_added_to_the_file(ctx: ToolContext):
