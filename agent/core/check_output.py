@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from agent.core.code_finder import is_test_file
+
 # `File "x.py", line 27, in f` (Python tracebacks), `x.py:27: TypeError` / `x.py:27: in f` (pytest),
 # `x.go:27:5: undefined: y` (compilers and linters).
 _PYTHON_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
@@ -29,13 +31,7 @@ class Location:
 
     @property
     def in_tests(self) -> bool:
-        parts = PurePosixPath(self.path).parts
-        name = parts[-1]
-        return (
-            name.startswith("test_")
-            or name.endswith("_test.py")
-            or any(p in ("tests", "test") for p in parts[:-1])
-        )
+        return is_test_file(self.path)
 
 
 @dataclass

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 
-from agent.core.check_output import LINT_MARK, MAX_LOCATIONS, CheckFailure, Location, marked
+from agent.core.check_output import LINT_MARK, MAX_LOCATIONS, CheckFailure, marked
+from agent.core.code_finder import is_test_file
 from agent.core.llm import ToolCall
 from agent.core.protocol import ReadAnswer
 from agent.protocols.edit_blocks.parser import Action, call_arguments
@@ -37,49 +38,47 @@ class Feedback:
 
         Where the failure points into the project's code, that code is what is shown: a test file is
         left to the failure's lines, and a code file the task message showed in part gives the
-        definition holding the line, whole (and asked for whole, as the task message asked). Shown humanize's 150-line test file whole after `intcomma` failed, and asked for a
-        SEARCH/REPLACE in number.py, the 1.5B wrote `intcomma` whole again, broken."""
+        definition holding the line, whole (and asked for whole, as the task message asked). Shown
+        humanize's 150-line test file whole after `intcomma` failed, and asked for a SEARCH/REPLACE in
+        number.py, the 1.5B wrote `intcomma` whole again, broken."""
         located: dict[str, set[int]] = {}
         for location in failure.locations[:MAX_LOCATIONS]:
             located.setdefault(location.path, set()).add(location.line)
-        code_located = any(not location.in_tests for location in failure.locations[:MAX_LOCATIONS])
-        files, unshown, focus = [], [], None
+        code_located = any(not is_test_file(path) for path in located)
+        files, unshown, too_long, focus = [], [], False, None
         for path in dict.fromkeys([*located, *self.progress.changed]):
             text = self.files.read(path)
             notes = dict.fromkeys(located.get(path, ()), failure.error)
             with_mark = marked(path, text, notes) if text and path in located else None
-            in_tests = Location(path, 0).in_tests
-            if (
-                with_mark is not None
-                and len(with_mark) <= SHOWN_FILE_LIMIT
-                and not (code_located and in_tests)
-            ):
+            in_tests = is_test_file(path)
+            lines_only = code_located and in_tests  # a test, where the code is located: its lines only
+            if with_mark is not None and len(with_mark) <= SHOWN_FILE_LIMIT and not lines_only:
                 fence = fence_for(with_mark)
                 files.append(f"{path} now reads (the line the check points at is marked):\n{fence}\n"
                              f"{with_mark.rstrip()}\n{fence}")  # fmt: skip
             elif path in located:
+                unshown.append(path)
                 found = None
-                if not in_tests and not focus and path in self.progress.partly:
-                    found = self._failed_definition(path, with_mark, notes)
+                if with_mark is not None and not in_tests and focus is None and path in self.progress.partly:
+                    found = self._failed_definition(path, text or "", with_mark, notes)
                 if found:
                     focus, shown = found
                     files.append(shown)
-                unshown.append(path)
+                elif not lines_only:
+                    too_long = True
             else:
                 files.append(self._show(path))
         message = failure.head + (failure.where if unshown else "") + failure.tail
-        too_long = focus is None and any(not Location(p, 0).in_tests or not code_located for p in unshown)
-        return [*[f for f in files if f], message], too_long, focus
+        return [*[f for f in files if f], message], too_long and focus is None, focus
 
+    @staticmethod
     def _failed_definition(
-        self, path: str, with_mark: str | None, notes: dict[int, str]
+        path: str, text: str, with_mark: str, notes: dict[int, str]
     ) -> tuple[tuple[str, str], str] | None:
-        """The innermost definition of `path` holding a line the check points at, marked, to show whole
-        in place of a file too long to: ((path, its name), what to show); None when there is none or
-        it is too long itself."""
-        if with_mark is None:
-            return None
-        defs = outline(path, self.files.read(path) or "")
+        """The innermost definition of `path` (`text`) holding a line the check points at, marked, to
+        show whole in place of a file too long to: ((path, its name), what to show); None when there
+        is none or it is too long itself."""
+        defs = outline(path, text)
         holding = [d for d in defs if any(d.start <= n <= d.end for n in notes)]
         if not holding:
             return None
@@ -89,9 +88,8 @@ class Feedback:
             return None
         name = qualname(inner, defs)
         fence = fence_for(body)
-        return (path, name), (
-            f"`{name}` in {path} now reads (the line the check points at is marked):\n{fence}\n{body}\n{fence}"
-        )
+        said = f"`{name}` in {path} now reads (the line the check points at is marked)"
+        return (path, name), f"{said}:\n{fence}\n{body}\n{fence}"
 
     def results(self, answer: ReadAnswer, results: list[tuple[ToolCall, ToolResult]]) -> str:
         """Each call's result and what was not applied; after a failure, the files as they are now and
