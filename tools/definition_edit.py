@@ -65,9 +65,9 @@ _DEFINITION = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 def definitions_change(current: str, block: str, shown: set[str], task: str = "") -> tuple[str, str] | None:
     """(the file with `block`'s definitions in place, what was done) when `block` holds only top-level
-    functions and classes (at most MAX_DEFINITIONS, after any imports), each either shown to the model (`shown`) and
-    defined once at the top level of `current`, or new, or a shown method (alone, or in its class);
-    None when the block is anything else.
+    functions and classes (at most MAX_DEFINITIONS, after any imports), each either shown to the model
+    (`shown`) and defined once at the top level of `current`, or new, or a shown method (alone, or in
+    its class); None when the block is anything else.
 
     A new definition whose name the task gives to one shown definition it names (the only such one:
     "rename `super_len` to `body_length`") replaces that one: the 1.5B wrote the renamed function as a
@@ -78,8 +78,9 @@ def definitions_change(current: str, block: str, shown: set[str], task: str = ""
         return None
     block = textwrap.dedent(block)
     # Imports written above the definitions are the model saying what they use: the file keeps its
-    # own, and one the change needs that the file lacks is added after (tools/edit_lint.py: add_missing_imports). Refused,
-    # the 1.5B's `import math` above a fixed `humanize.intcomma` ended its line of work.
+    # own, and one the change needs that the file lacks is added after (tools/edit_lint.py:
+    # add_missing_imports). Refused, the 1.5B's `import math` above a fixed `humanize.intcomma` ended
+    # its line of work.
     news = list(
         itertools.dropwhile(lambda node: isinstance(node, (ast.Import, ast.ImportFrom)), new_tree.body)
     )
@@ -113,6 +114,8 @@ def definitions_change(current: str, block: str, shown: set[str], task: str = ""
             return None  # `def __call__(self, ...)` alone: a method of a class, not a new function
         else:
             added.append(text)
+    if imported and not replaced:
+        return None  # imports and new code only: another file's content (tests/utils.py into utils.py)
     kept_docs = []
     for start, end, text in sorted(spans, reverse=True):
         kept = text if _DOC_WORD.search(task) else _docstring_kept(text, lines[start - 1 : end])
@@ -124,8 +127,6 @@ def definitions_change(current: str, block: str, shown: set[str], task: str = ""
             lines.pop()
         for text in added:
             lines += ["", "", *text.splitlines()]
-    if imported and not replaced:
-        return None  # imports and new code only: another file's content (tests/utils.py into utils.py)
     said = []
     if replaced:
         said.append("replaced " + ", ".join(f"`{name}`" for name in replaced) + " where it stood")
