@@ -28,6 +28,7 @@ from difflib import SequenceMatcher
 from pathlib import Path
 
 from tools.missing_imports import defines
+from tools.text_files import leading_space
 
 MAX_DEFINITIONS = 3  # more than this is a rewrite of the file, not a change of a few definitions
 # A block this long for a file shown in part is the file again. The longest definition the task
@@ -191,7 +192,7 @@ def _own_docstring_kept(text: str, old: list[str]) -> str:
         first, last = new_doc.lineno - 1, new_doc.end_lineno or new_doc.lineno
     else:
         first = last = new_def.body[0].lineno - 1  # inserted above the body's first statement
-    if first >= len(new_lines) or _indent(new_lines[first]) != _indent(old_text[0]):
+    if first >= len(new_lines) or leading_space(new_lines[first]) != leading_space(old_text[0]):
         return text
     kept = "\n".join([*new_lines[:first], *old_text, *new_lines[last:]])
     try:
@@ -246,15 +247,11 @@ def _owner(method: ast.stmt, tree: ast.Module) -> str:
 def _method_span(method: ast.stmt, text: str, lines: list[str]) -> tuple[int, int, str]:
     """(first line, last line, `text` indented as the method is in the file)."""
     start, end = _first_line(method), method.end_lineno or _first_line(method)
-    indent, written = _indent(lines[start - 1]), _indent(text.splitlines()[0]) if text else ""
+    indent, written = leading_space(lines[start - 1]), leading_space(text.splitlines()[0]) if text else ""
     placed = textwrap.indent(textwrap.dedent(text), indent)
     if len(indent) > len(written):
         placed = _realigned(placed, lines[start - 1 : end], len(indent) - len(written))
     return start, end, placed
-
-
-def _indent(line: str) -> str:
-    return line[: len(line) - len(line.lstrip())]
 
 
 def _realigned(placed: str, old: list[str], shift: int) -> str:
@@ -280,7 +277,7 @@ def _realigned(placed: str, old: list[str], shift: int) -> str:
         i
         for a, b, size in pairs.get_matching_blocks()
         for i, j in zip(range(a, a + size), range(b, b + size), strict=True)
-        if new[i].strip() and len(_indent(new[i])) - len(_indent(old[j])) == shift
+        if new[i].strip() and len(leading_space(new[i])) - len(leading_space(old[j])) == shift
     }
     matched = {i for a, _, size in pairs.get_matching_blocks() for i in range(a, a + size) if new[i].strip()}
     statements = sorted(i for i in matched if i in starts)
@@ -294,7 +291,7 @@ def _realigned(placed: str, old: list[str], shift: int) -> str:
     if len(tail) >= 2 and all(i in matched for i in range(last_kept + 1, tail[0]) if new[i].strip()):
         tries.insert(0, text_lines | {i for i in range(tail[0], len(new)) if new[i].strip()})
     for moves in tries:
-        if moves and all(len(_indent(new[i])) >= shift for i in moves):
+        if moves and all(len(leading_space(new[i])) >= shift for i in moves):
             moved = "\n".join(line[shift:] if i in moves else line for i, line in enumerate(new))
             if _one_definition(moved):
                 return moved

@@ -20,6 +20,7 @@ from rapidfuzz import fuzz, process
 from rapidfuzz.distance import Indel
 
 from tools.base import ToolError
+from tools.text_files import leading_space
 
 
 def _line_of(text: str, index: int) -> int:
@@ -152,10 +153,6 @@ def _exact_spans(text: str, old: str, new: str) -> list[_Span]:
     return spans
 
 
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip())
-
-
 def _loose_spans(text: str, old: str, new: str) -> list[_Span]:
     """Whole lines equal to old's but for leading (and trailing) whitespace, shifted by one uniform indent.
 
@@ -166,7 +163,7 @@ def _loose_spans(text: str, old: str, new: str) -> list[_Span]:
     filled = [line for line in old_lines + new_lines if line.strip()]
     if not any(line.strip() for line in old_lines):
         return []
-    common = min(_indent(line) for line in filled)  # both outdented as far as they go together
+    common = min(len(leading_space(line)) for line in filled)  # both outdented as far as they go together
     old_lines = [line[common:].rstrip() for line in old_lines]
     new_lines = [line[common:].rstrip() for line in new_lines]
     key = [line.lstrip() for line in old_lines]

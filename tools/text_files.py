@@ -167,6 +167,11 @@ def write_atomically(path: Path, content: str | bytes) -> None:
         os.close(folder)
 
 
+def leading_space(line: str) -> str:
+    """The spaces and tabs `line` starts with: its indent, as written."""
+    return line[: len(line) - len(line.lstrip())]
+
+
 def short_diff(before: str, after: str, rel: str, max_lines: int = 60) -> str:
     """A unified diff, cut to `max_lines`; the lines both share at the ends are left out before difflib
     sees them, so a small change to a big file costs what the change does."""
