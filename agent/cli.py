@@ -251,6 +251,10 @@ def _bench_command(commands: argparse._SubParsersAction) -> None:
         help="with --tasks: N attempts at each task at once, on a server with N slots (agent run --attempts)",
     )  # fmt: skip
     bench.add_argument(
+        "--fresh-starts", type=int, metavar="N",
+        help=f"with --tasks: {FRESH_STARTS_HELP} (agent run --fresh-starts; default: each task's, else 2)",
+    )  # fmt: skip
+    bench.add_argument(
         "--jobs", type=int, metavar="J",
         help="with --tasks: J tasks at once, on a server with J slots (times --attempts); it pays where "
         "the server's summed rate grows with its streams (a large model on a GPU), not on a 1.5B",

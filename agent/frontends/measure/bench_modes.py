@@ -129,6 +129,8 @@ def cmd_tasks(args: Namespace, settings: Settings) -> int:
         agent_args += ["--actions", args.actions] if args.actions else []
         attempts = getattr(args, "attempts", None) or 1
         agent_args += ["--attempts", str(attempts)] if attempts > 1 else []
+        fresh = getattr(args, "fresh_starts", None)
+        agent_args += ["--fresh-starts", str(fresh)] if fresh is not None else []
         jobs = getattr(args, "jobs", None) or 1
         with (
             console.build_progress() as build,

@@ -344,6 +344,31 @@ def test_bench_tasks_runs_one_task_and_writes_its_result(isolated_state, tmp_pat
     assert json.loads(line)["session_id"] == result["session_id"]
 
 
+@pytest.mark.slow
+def test_bench_fresh_starts_sets_how_often_each_task_starts_afresh(isolated_state, tmp_path, capsys):
+    task = tmp_path / "tasks" / "never-passes"
+    task.mkdir(parents=True)
+    front = "---\napproval: full-auto\ncheck: python3 -c 'raise SystemExit(1)'\ncheck_rounds: 0\n---\n"
+    (task / "task.md").write_text(front + "Write x.py.\n")
+    with ScriptedServer() as server:  # "Done." to every request: each line is stuck at once
+        argv = [
+            "bench",
+            "--base-url",
+            server.url,
+            "--tasks",
+            str(tmp_path / "tasks"),
+            "--out",
+            str(tmp_path / "out"),
+        ]
+        assert main([*argv, "--fresh-starts", "1", "--json", "--task-timeout", "120"]) == 0
+        # the first line and one fresh start, not the default two
+        assert len(server.requests) == 2
+    [result] = json.loads(capsys.readouterr().out)["attach"]
+    assert not result["solved"]
+    [line] = (tmp_path / "out" / "attach.jsonl").read_text().splitlines()
+    assert json.loads(line)["agent_args"][-2:] == ["--fresh-starts", "1"]
+
+
 def test_a_profile_named_twice_is_refused(isolated_state, capsys):
     assert main(["bench", "tiny", "tiny"]) == 2
     assert "named twice" in capsys.readouterr().err
