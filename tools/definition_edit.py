@@ -30,7 +30,10 @@ from pathlib import Path
 from tools.missing_imports import defines
 from tools.text_files import leading_space
 
-MAX_DEFINITIONS = 3  # more than this is a rewrite of the file, not a change of a few definitions
+# More changed than this is a rewrite of the file, not a change of a few definitions. Those copied as
+# they stand do not count: the 1.5B writes a file's tail from the function it fixes to the end of
+# the file (inflection's `parameterize` and the six after it, two changed), refused whole.
+MAX_DEFINITIONS = 3
 # A block this long for a file shown in part is the file again. The longest definition the task
 # message shows of such a file is about 90 lines (click's _NumberRangeBase); on 2 cores, four streams
 # write 150 lines in about 5 minutes.
@@ -66,9 +69,10 @@ _DEFINITION = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 def definitions_change(current: str, block: str, shown: set[str], task: str = "") -> tuple[str, str] | None:
     """(the file with `block`'s definitions in place, what was done) when `block` holds only top-level
-    functions and classes (at most MAX_DEFINITIONS, after any imports), each either shown to the model
-    (`shown`) and defined once at the top level of `current`, or new, or a shown method (alone, or in
-    its class); None when the block is anything else.
+    functions and classes (after any imports; at most MAX_DEFINITIONS of them changed), each either
+    copied as it stands, or shown to the model (`shown`) and defined once at the top level of
+    `current`, or new, or a shown method (alone, or in its class); None when the block is anything
+    else.
 
     A new definition whose name the task gives to one shown definition it names (the only such one:
     "rename `super_len` to `body_length`") replaces that one: the 1.5B wrote the renamed function as a
@@ -86,7 +90,7 @@ def definitions_change(current: str, block: str, shown: set[str], task: str = ""
         itertools.dropwhile(lambda node: isinstance(node, (ast.Import, ast.ImportFrom)), new_tree.body)
     )
     imported = len(news) < len(new_tree.body)
-    if not news or len(news) > MAX_DEFINITIONS or not all(isinstance(node, _DEFINITION) for node in news):
+    if not news or not all(isinstance(node, _DEFINITION) for node in news):
         return None
     tops: dict[str, list[ast.stmt]] = {}
     for node in old_tree.body:
@@ -94,11 +98,15 @@ def definitions_change(current: str, block: str, shown: set[str], task: str = ""
             tops.setdefault(node.name, []).append(node)
     block_lines, lines = block.splitlines(), current.splitlines()
     replaced, added, spans = [], [], []
+    changed = 0
     for node in news:
         text = "\n".join(block_lines[_first_line(node) - 1 : node.end_lineno])
         olds = tops.get(node.name, []) or tops.get(_renamed_from(node.name, shown, tops, task), [])
         if len(olds) == 1 and _same(text, "\n".join(lines[_first_line(olds[0]) - 1 : olds[0].end_lineno])):
             continue  # copied as it stands (the end of a file shown as its anchor): nothing to change
+        changed += 1
+        if changed > MAX_DEFINITIONS:
+            return None
         if len(olds) > 1 or (olds and olds[0].name not in shown):
             methods = _methods_of_class_block(node, olds, shown, block_lines, lines)
             if methods is None:

@@ -51,6 +51,20 @@ def test_what_is_not_only_shown_or_new_definitions_is_refused():
     assert definitions_change(twice, "def other(z):\n    return z\n", {"other"}) is None  # which one?
 
 
+def test_only_the_definitions_changed_count_toward_a_rewrite():
+    # The file's tail from the function fixed to its end, the others copied as they stand: one change.
+    module = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(6))
+    tail = module[module.index("def f1") :].replace("return x + 1\n", "return x - 1\n")
+    new, said = definitions_change(module, tail, {"f1"})
+    assert new == module.replace("return x + 1\n", "return x - 1\n")
+    assert said == "replaced `f1` where it stood"
+    # ...while four changed are a rewrite, however many are copied beside them
+    four = tail.replace("+ 2", "- 2").replace("+ 3", "- 3").replace("+ 4", "- 4")
+    assert definitions_change(module, four, {f"f{i}" for i in range(6)}) is None
+    # and one copied unchanged needs no showing, but a changed one still does
+    assert definitions_change(module, tail, set()) is None
+
+
 async def test_the_write_tool_takes_shown_definitions_for_a_file_never_shown_whole(ctx: ToolContext):
     path = ctx.workspace.root / "validators.py"
     path.write_text(CURRENT)
