@@ -18,6 +18,8 @@ Each chat request takes the next reply from a script. A reply is a dict:
     {"linger": 1.0}                                       hold the stream open after [DONE] before ending it
     {"chunks_per_s": 2000}                                chunks on a fixed schedule (a late one is sent
                                                           at once), so the rate holds where sleeps drift
+    {"chunk_size": 80}                                    characters a content chunk (6 by default): several
+                                                          lines at once, as a server sending many tokens a chunk
 
 `POST /slots/N?action=save|restore` (llama-server's slot copy) answers as llama-server does and is kept
 in `slot_actions` as (slot, action, filename).
@@ -351,7 +353,7 @@ class _Handler(BaseHTTPRequestHandler):
         for piece in _chunks(reply.get("reasoning", "")):
             if not send(chunk({"reasoning_content": piece})):
                 return
-        for piece in _chunks(text):
+        for piece in _chunks(text, reply.get("chunk_size", 6)):
             if not send(chunk({"content": piece})):
                 return
         for call in calls:

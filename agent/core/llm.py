@@ -192,6 +192,23 @@ def one_copy(text: str, unit: int) -> str:
     return text[: start + unit]
 
 
+def continued(prefix: str, text: str) -> str:
+    """The answer so far, `text` being what the server wrote after `prefix`, the beginning it was
+    given. The 1.5B, given a path line, a fence and a signature, wrote all three once more before the
+    body: that copy is not kept twice. Text that may still be such a copy reads as the prefix alone, so
+    that the answer only grows as it streams (the stream stop follows it by position). An answer begun
+    anew from the prefix's path line (or by a server that started a new answer) is the text alone."""
+    if not prefix:
+        return text
+    written = text.lstrip()
+    if prefix.startswith(written):
+        return prefix
+    if written.startswith(prefix):
+        return prefix + written[len(prefix) :]
+    head = prefix.split("\n", 1)[0].strip()
+    return text if head and written.startswith(head + "\n") else prefix + text
+
+
 @dataclass(frozen=True)
 class ToolCall:
     id: str
@@ -297,12 +314,19 @@ class ModelClient:
         tool_choice: str = "auto",
         stop: StreamStop | None = None,
         cache_note: str = "",
+        prefix: str = "",
         **overrides: Any,
     ) -> AsyncIterator[TextDelta | ReasoningDelta | Completion]:
         """Stream one completion. Yields deltas, then exactly one Completion (or raises an LLMError).
         `stop` is asked at each new line of text whether to end the answer there. `cache_note`: why the
-        prompt changed on purpose since the last request (prompt_cache.COMPACTION, .RESUMED)."""
+        prompt changed on purpose since the last request (prompt_cache.COMPACTION, .RESUMED).
+        `prefix`: the answer's beginning, written for the model, which the server continues (an
+        assistant message last, `continue_final_message`: llama-server and vLLM); the Completion's
+        content starts with it."""
         model = await self.model_name()
+        if prefix:
+            messages = [*messages, {"role": "assistant", "content": prefix}]
+            overrides = {**overrides, "continue_final_message": True, "add_generation_prompt": False}
         request = self._request(messages, tools or [], tool_choice, overrides)
         if self.request_gate is not None:
             await self.request_gate({"model": model, **request})
@@ -323,6 +347,11 @@ class ModelClient:
         stopped: tuple[str, str] | None = None
         checked_at = 0
         size = 0
+        if prefix:
+            yield TextDelta(prefix)
+            # The stream stop follows the prefix as if the model had written it, line by line.
+            ends = [i + 1 for i, c in enumerate(prefix) if c == "\n"]
+            stopped = next((s for end in ends if stop and (s := stop(prefix[:end]))), None)
         chunks = stream.__aiter__()
         try:
             while True:
@@ -362,7 +391,7 @@ class ModelClient:
                             looped = repeating_tail(so_far)
                             counted = None if looped else counting_tail(so_far)
                         if stop is not None and "\n" in piece:
-                            stopped = stop("".join(text))
+                            stopped = stop(continued(prefix, "".join(text)))
                     thought = delta.get("reasoning_content")
                     if thought:
                         reasoning.append(thought)
@@ -410,7 +439,7 @@ class ModelClient:
             ToolCall(id=slot.id or f"call_{index}", name=slot.name, arguments="".join(slot.arguments))
             for index, slot in sorted(calls.items())
         ]
-        content = "".join(text)
+        content = continued(prefix, "".join(text))
         why = ""
         if stopped:
             content, why = stopped  # what `stop` kept is whole: read as a finished answer

@@ -177,6 +177,7 @@ class Agent:
             self.tool_choice,
             stop=lambda text: self.actions.stream_stop(text, self.ctx),
             cache_note=self._cache_note,
+            prefix=self.actions.answer_prefix(),
             **{**self.request_overrides, **self.actions.request_overrides(), **self._guard.nudge},
         ):
             if isinstance(item, Completion):

@@ -58,6 +58,10 @@ class ActionProtocol(Protocol):
         """What the next request needs of its own (a plan's token cap); {} for nothing."""
         ...
 
+    def answer_prefix(self) -> str:
+        """How the next answer must begin, written for the model, which continues it ('' for none)."""
+        ...
+
     def read(self, completion: Completion, tools: ToolRegistry) -> ReadAnswer: ...
 
     def stream_stop(self, text: str, ctx: ToolContext) -> tuple[str, str] | None:

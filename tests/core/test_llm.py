@@ -15,6 +15,7 @@ from agent.core.llm import (
     ServerFailure,
     ServerGone,
     ServerLoading,
+    continued,
     counting_tail,
     one_copy,
     one_count,
@@ -56,6 +57,33 @@ async def test_text_streams_as_deltas_and_stats_come_from_timings():
     assert done.stats.predicted_per_second == 100.0 and done.stats.prompt_per_second == 500.0
     assert done.stats.finish_reason == "stop" and done.complete
     assert done.stats.ttft_s is not None and done.stats.wall_s > 0
+
+
+async def test_an_answer_prefix_is_sent_as_the_assistants_to_continue_and_begins_the_answer():
+    prefix = "src/app.py\n```python\ndef total(items):\n"
+    body = "    return sum(items)\n```\n"
+    with ScriptedServer([{"content": body}, {"content": prefix + body}]) as server:
+        client = client_for(server)
+        deltas, done = await run(client, prefix=prefix)
+        # ...and a model that begins again with the prefix's path line is not given it twice
+        _, again = await run(client, prefix=prefix)
+        await client.close()
+        sent = server.requests[0]
+    assert sent["messages"][-1] == {"role": "assistant", "content": prefix}
+    assert sent["continue_final_message"] is True and sent["add_generation_prompt"] is False
+    assert "".join(d.text for d in deltas) == prefix + body
+    assert done.content == prefix + body and again.content == prefix + body
+
+
+def test_continued_keeps_a_prefix_once_and_grows_as_the_answer_streams():
+    prefix = "a.py\n```python\ndef f():\n"
+    assert continued("", "text") == "text"
+    assert continued(prefix, "    return 1\n```") == prefix + "    return 1\n```"
+    # the prefix written again: kept once, and while it may still be that, the answer is the prefix
+    assert continued(prefix, "\na.py\n```python\ndef f():\n    return 1\n```") == prefix + "    return 1\n```"
+    assert continued(prefix, "a.py\n```py") == prefix
+    # an answer begun anew from the path line with other code is the model's own
+    assert continued(prefix, "a.py\n```python\nx = 1\n```") == "a.py\n```python\nx = 1\n```"
 
 
 async def test_tool_calls_are_assembled_from_fragments():

@@ -43,6 +43,15 @@ async def complete(client: ModelClient, content: str, **kw) -> Completion:
     return done
 
 
+async def complete_messages(client: ModelClient, messages: list[dict], **kw) -> Completion:
+    done = None
+    async for item in client.stream(messages, **kw):
+        if isinstance(item, Completion):
+            done = item
+    assert done is not None
+    return done
+
+
 def client_for(handle, profile: str = "tiny") -> ModelClient:
     return ModelClient(endpoint_for(get_profile(profile), handle.base_url, None))
 
@@ -86,6 +95,33 @@ async def test_a_stream_stopped_early_keeps_what_stop_kept_and_the_server_stops_
     assert after_cut.stats.predicted_n == 8
     # Left running, the cut answer alone would have been 3,000 tokens (the base model never stops).
     assert after["llamacpp:tokens_predicted_total"] - before["llamacpp:tokens_predicted_total"] < 500
+
+
+async def test_an_answer_prefix_is_continued_by_the_real_server_not_answered_anew(tiny_server):
+    # The blocks protocol begins an answer for the model (agent/protocols/edit_blocks/protocol.py): the
+    # server must render the prefix as the open end of the prompt, not as a finished turn.
+    client = client_for(tiny_server)
+    messages = [{"role": "user", "content": "Write add.py."}]
+    prefix = "add.py\n```python\ndef add(a, b):\n"
+    done = await complete_messages(client, messages, prefix=prefix, max_tokens=12, temperature=0)
+    await client.close()
+    assert done.content.startswith(prefix)
+
+    # The prompt as the server renders a continued answer ends with the prefix, no end of turn after
+    # it; the request's prompt is exactly that many tokens (a finished turn would add its markers).
+    body = {
+        "messages": [*messages, {"role": "assistant", "content": prefix}],
+        "continue_final_message": True,
+        "add_generation_prompt": False,
+    }
+    prompt = httpx2.post(tiny_server.base_url + "/apply-template", json=body, timeout=10).json()["prompt"]
+    tokens = httpx2.post(
+        tiny_server.base_url + "/tokenize",
+        json={"content": prompt, "add_special": True, "parse_special": True},
+        timeout=10,
+    ).json()["tokens"]
+    assert prompt.endswith(prefix)
+    assert done.stats.prompt_tokens == len(tokens)
 
 
 async def test_tiny_ngram_draft_figures_match_the_metrics_deltas(tiny_ngram_server):

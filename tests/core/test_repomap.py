@@ -27,6 +27,11 @@ from tools.outline import fence_for
 FENCE = "```"
 
 
+def last_said(request: dict) -> str:
+    """The last user message of a request (an answer begun for the model may come after it)."""
+    return [m for m in request["messages"] if m["role"] == "user"][-1]["content"]
+
+
 def answer(*parts: str) -> dict:
     return {"content": "\n".join(parts)}
 
@@ -496,6 +501,48 @@ async def test_a_block_writing_a_definition_never_shown_is_stopped_at_its_first_
     assert (root / "src/pkg/utils.py").read_text() == before
 
 
+async def test_a_shown_definition_arriving_several_lines_a_chunk_is_judged_by_its_first_line(tmp_path):
+    """A server may send several tokens a chunk (an answer begun for the model comes whole): the stream
+    stop judged the last line that had arrived, a docstring, stopped the answer there, and the function
+    cut after its docstring replaced the whole one."""
+    root = library(tmp_path / "lib")
+    before = (root / "src/pkg/utils.py").read_text()
+    fixed = [
+        "def helper_7(value):",
+        '    """Helper number 7."""',
+        "    total = value * 7",
+        "    return total",
+    ]
+    head = f"src/pkg/utils.py\n{FENCE}python\n{fixed[0]}\n{fixed[1]}\n"  # the first chunk, to the docstring
+    reply = {**answer("src/pkg/utils.py", f"{FENCE}python", *fixed, FENCE), "chunk_size": len(head)}
+    with ScriptedServer([reply, answer("Done.")], n_ctx=8192) as server:
+        run = Run(server, root, actions="blocks")
+        outcome = await run("In src/pkg/utils.py, `helper_7` must return its value times 7.")
+    assert outcome.status == "completed", outcome.error
+    assert not [n for n in run.of(Notice) if "began writing" in n.message]
+    old = before.split("def helper_7(value):")[1].split("\n\ndef helper_8")[0]
+    assert (root / "src/pkg/utils.py").read_text() == before.replace(
+        "def helper_7(value):" + old, "\n".join(fixed)
+    )
+
+
+async def test_a_refused_block_arriving_several_lines_a_chunk_keeps_only_its_first_line(tmp_path):
+    root = library(tmp_path / "lib")
+    before = (root / "src/pkg/utils.py").read_text()
+    lines = ["# the helpers, fixed", "def helper_7(value):", '    """Helper number 7."""']
+    head = f"src/pkg/utils.py\n{FENCE}python\n" + "".join(f"{line}\n" for line in lines)
+    reply = {
+        **answer("src/pkg/utils.py", f"{FENCE}python", *lines, "    return 7", FENCE),
+        "chunk_size": len(head),
+    }
+    with ScriptedServer([reply, answer("Done.")], n_ctx=8192) as server:
+        run = Run(server, root, actions="blocks")
+        await run("In src/pkg/utils.py, `helper_7` must return its value times 7.")
+        kept = server.requests[1]["messages"][-2]["content"]
+    assert kept == f"src/pkg/utils.py\n{FENCE}python\n# the helpers, fixed\n{FENCE}\n"
+    assert (root / "src/pkg/utils.py").read_text() == before
+
+
 async def test_a_block_of_definitions_that_runs_on_is_stopped_and_refused(tmp_path):
     root = library(tmp_path / "lib")
     before = (root / "src/pkg/utils.py").read_text()
@@ -630,10 +677,33 @@ def test_headless_after_the_formats_example_a_file_shown_in_part_is_asked_for_by
     example = answer("path/to/example.py", f"{FENCE}python", "def example():", "    return 42", FENCE)
     with ScriptedServer([example, answer("Done.")], n_ctx=8192) as server:
         agent("run", str(task), "--base-url", server.url, "--json")
-        told = server.requests[1]["messages"][-1]["content"]
+        told = last_said(server.requests[1])
     assert "instructions' example of the format" in told
     assert partly_reminder(["src/pkg/utils.py"], ("src/pkg/utils.py", "helper_42")) in told
     assert "the complete new file" not in told
+
+
+@pytest.mark.parametrize("begins_again", [False, True])
+def test_headless_after_the_formats_example_alone_the_next_answer_begins_as_the_function_found(
+    tmp_path, begins_again
+):
+    """8 of 91 stuck lines of one GPU run ended on the format's example written three times. The next
+    answer is begun for the model (an assistant message it continues): the function found first's path
+    line, fence and signature. The 1.5B, so begun, wrote the whole block again from its path line."""
+    work, task = pathless_library(tmp_path)
+    before = (work / "src/pkg/utils.py").read_text()
+    example = answer("path/to/example.py", f"{FENCE}python", "def example():", "    return 42", FENCE)
+    opening = f"src/pkg/utils.py\n{FENCE}python\ndef helper_42(value):\n"
+    rest = FIXED_HELPER_42.split("\n", 1)[1] + f"\n{FENCE}\n"
+    with ScriptedServer(
+        [example, answer(opening + rest if begins_again else rest), answer("Done.")], n_ctx=8192
+    ) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--json")
+        second = server.requests[1]
+    assert second["messages"][-1] == {"role": "assistant", "content": opening}
+    assert second["continue_final_message"] is True
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    assert (work / "src/pkg/utils.py").read_text() == before.replace("value - 42", "value + 42")
 
 
 def test_headless_the_formats_example_code_under_a_real_path_is_not_written(tmp_path):
@@ -644,7 +714,7 @@ def test_headless_the_formats_example_code_under_a_real_path_is_not_written(tmp_
     example = answer("src/pkg/utils.py", f"{FENCE}python", "def example():", "    return 42", FENCE)
     with ScriptedServer([example, answer("Done.")], n_ctx=8192) as server:
         agent("run", str(task), "--base-url", server.url, "--json")
-        told = server.requests[1]["messages"][-1]["content"]
+        told = last_said(server.requests[1])
     assert "the block holding `def example()` is the instructions' example" in told
     assert (work / "src/pkg/utils.py").read_text() == before
     # ...and shown again the code found first, last before the ask: the 1.5B copies the last code it

@@ -4,6 +4,7 @@ failed; after a failed check, the files it points into with the error on its lin
 
 from __future__ import annotations
 
+import ast
 import re
 
 from agent.core.check_output import LINT_MARK, MAX_LOCATIONS, CheckFailure, marked
@@ -19,6 +20,7 @@ from tools.outline import fence_for, outline, qualname
 from tools.rename_symbol import NAME as RENAME_SYMBOL
 from tools.shown import NOT_SHOWN, SHOWN_NOW_WHOLE
 
+_DEFINITION = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 SHOWN_FILE_LIMIT = 12_000  # characters of an edited file shown back to the model after the change
 _LINT_LINE = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+)(?::\d+)?: (?P<message>.*)$")
 
@@ -187,6 +189,32 @@ class Feedback:
             return ""
         body = "\n".join(text.splitlines()[found[0].start - 1 : found[0].end])
         return f"`{name}` in {rel} now reads:\n{fence_for(body)}\n{body}\n{fence_for(body)}"
+
+    def focus_opening(self) -> str:
+        """How the answer that writes the definition found first begins: its file's path line, a fence,
+        and its decorators and signature as they stand; '' where there is none to write so (not
+        Python, or a file shown whole, whose block would replace all of it)."""
+        if self.progress.focus is None or self.progress.focus[0] not in self.progress.partly:
+            return ""
+        rel, name = self.progress.focus
+        text = self.files.read(rel)
+        if text is None or not rel.endswith(".py"):
+            return ""
+        try:
+            nodes: list[ast.stmt] = ast.parse(text).body
+        except (SyntaxError, ValueError):
+            return ""
+        node = None
+        for part in name.split("."):
+            found = [n for n in nodes if isinstance(n, _DEFINITION) and n.name == part]
+            node = found[0] if len(found) == 1 else None
+            if node is None:
+                return ""
+            nodes = node.body
+        assert node is not None
+        start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        head = text.splitlines()[start - 1 : node.body[0].lineno - 1]  # empty: a one-line definition
+        return f"{rel}\n```python\n" + "".join(f"{line}\n" for line in head) if head else ""
 
     def _show(self, path: str, notes: dict[int, str] | None = None) -> str:
         """`path now reads:` and the file in a fence, with `notes` ({line: problem}) written on their

@@ -43,11 +43,15 @@ class StreamStop:
             target = self.workspace.resolve(rel)
             check_shown_whole(ctx, target, rel, target.stat() if target.is_file() else None)
         except ToolError:
-            first = kept.rstrip("\n").rsplit("\n", 2)[-2]
             so_far = _block_so_far(kept)
             if rel.endswith(".py") and _IMPORTS_SO_FAR.match(so_far):
                 return None  # imports above definitions may go in (tools/definition_edit.py): judged after
             after_imports = so_far.lstrip().startswith(("import ", "from "))
+            # The block's first line of code after its imports, however many lines came at once (a
+            # server may send several tokens a chunk; an answer begun for the model comes whole).
+            first = next(
+                (line for line in so_far.splitlines() if line.strip() and not _IMPORT.match(line)), ""
+            )
             if rel.endswith(".py") and may_write_definition(
                 first, target, shown_definitions(ctx.state, target), new=not after_imports
             ):
@@ -59,7 +63,7 @@ class StreamStop:
                 f"the model began writing {rel} whole, which it was not shown whole: its answer was "
                 "stopped there, as the write would be refused (the model is told why)"
             )
-            return kept, why
+            return _through(kept, first), why
         except (OSError, OutsideWorkspace):
             return None  # the tool layer says what is wrong once the block is written
         return None
@@ -82,6 +86,18 @@ class StreamStop:
 
 # A block's lines so far that are all imports or blank: definitions may follow.
 _IMPORTS_SO_FAR = re.compile(r"\A(?:[ \t]*(?:(?:import|from)\s+[\w.]+.*)?\n)+\Z")
+_IMPORT = re.compile(r"[ \t]*(?:import|from)\s+[\w.]+")
+
+
+def _through(kept: str, first: str) -> str:
+    """`kept` (an answer with its open block closed) cut after the block's line `first`, the fence
+    closed again: the answer as far as the line the refusal is for. Lines that came after it in the
+    same chunk are not kept: a definition's head alone, closed, would be taken as the whole of it."""
+    lines = kept.rstrip("\n").split("\n")
+    closing = lines.pop()
+    opening = max(i for i, line in enumerate(lines) if line.lstrip().startswith(("```", "~~~")))
+    at = next((i for i in range(opening + 1, len(lines)) if lines[i] == first), len(lines) - 1)
+    return "\n".join([*lines[: at + 1], closing]) + "\n"
 
 
 def _block_so_far(kept: str) -> str:

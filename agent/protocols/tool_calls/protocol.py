@@ -52,6 +52,9 @@ class ToolCallActions:
     def request_overrides(self) -> dict[str, Any]:
         return {}
 
+    def answer_prefix(self) -> str:
+        return ""  # a tool call is the API's to begin
+
     def new_task(self, task: str) -> None:
         self.corrections = 0
 
