@@ -64,7 +64,7 @@ def may_write_definition(first: str, path: Path, shown: set[str], new: bool = Tr
         return False
 
 
-_DEFINITION = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+DEFINITION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def definitions_change(current: str, block: str, shown: set[str], task: str = "") -> tuple[str, str] | None:
@@ -90,19 +90,19 @@ def definitions_change(current: str, block: str, shown: set[str], task: str = ""
         itertools.dropwhile(lambda node: isinstance(node, (ast.Import, ast.ImportFrom)), new_tree.body)
     )
     imported = len(news) < len(new_tree.body)
-    if not news or not all(isinstance(node, _DEFINITION) for node in news):
+    if not news or not all(isinstance(node, DEFINITION_NODES) for node in news):
         return None
     tops: dict[str, list[ast.stmt]] = {}
     for node in old_tree.body:
-        if isinstance(node, _DEFINITION):
+        if isinstance(node, DEFINITION_NODES):
             tops.setdefault(node.name, []).append(node)
     block_lines, lines = block.splitlines(), current.splitlines()
     replaced, added, spans = [], [], []
     changed = 0
     for node in news:
-        text = "\n".join(block_lines[_first_line(node) - 1 : node.end_lineno])
+        text = "\n".join(block_lines[first_line(node) - 1 : node.end_lineno])
         olds = tops.get(node.name, []) or tops.get(_renamed_from(node.name, shown, tops, task), [])
-        if len(olds) == 1 and _same(text, "\n".join(lines[_first_line(olds[0]) - 1 : olds[0].end_lineno])):
+        if len(olds) == 1 and _same(text, "\n".join(lines[first_line(olds[0]) - 1 : olds[0].end_lineno])):
             continue  # copied as it stands (the end of a file shown as its anchor): nothing to change
         changed += 1
         if changed > MAX_DEFINITIONS:
@@ -114,7 +114,7 @@ def definitions_change(current: str, block: str, shown: set[str], task: str = ""
             spans += methods
             replaced += [f"{node.name}.{name}" for name in _names_in(node)]
         elif olds:
-            spans.append((_first_line(olds[0]), olds[0].end_lineno or 0, text))
+            spans.append((first_line(olds[0]), olds[0].end_lineno or 0, text))
             replaced.append(node.name if olds[0].name == node.name else f"{olds[0].name}` by `{node.name}")
         elif (method := _shown_method(node.name, shown, old_tree, task)) is not None:
             spans.append(_method_span(method, text, lines))
@@ -171,9 +171,9 @@ def _docstring_kept(text: str, old: list[str]) -> str:
     for member in sorted(_members(new_def).values(), key=lambda ms: -ms[0].lineno):
         if len(member) != 1 or len(olds.get(member[0].name, [])) != 1:
             continue
-        start, end = _first_line(member[0]), member[0].end_lineno or member[0].lineno
+        start, end = first_line(member[0]), member[0].end_lineno or member[0].lineno
         was = olds[member[0].name][0]
-        old_lines = old[_first_line(was) - 1 : was.end_lineno or was.lineno]
+        old_lines = old[first_line(was) - 1 : was.end_lineno or was.lineno]
         lines[start - 1 : end] = _own_docstring_kept(
             "\n".join(lines[start - 1 : end]), old_lines
         ).splitlines()
@@ -254,7 +254,7 @@ def _owner(method: ast.stmt, tree: ast.Module) -> str:
 
 def _method_span(method: ast.stmt, text: str, lines: list[str]) -> tuple[int, int, str]:
     """(first line, last line, `text` indented as the method is in the file)."""
-    start, end = _first_line(method), method.end_lineno or _first_line(method)
+    start, end = first_line(method), method.end_lineno or first_line(method)
     indent, written = leading_space(lines[start - 1]), leading_space(text.splitlines()[0]) if text else ""
     placed = textwrap.indent(textwrap.dedent(text), indent)
     if len(indent) > len(written):
@@ -314,7 +314,7 @@ def _one_definition(code: str) -> bool:
         tree = ast.parse(textwrap.dedent(code))
     except SyntaxError:
         return False
-    return len(tree.body) == 1 and isinstance(tree.body[0], _DEFINITION)
+    return len(tree.body) == 1 and isinstance(tree.body[0], DEFINITION_NODES)
 
 
 def _statement_rows(code: str) -> set[int] | None:
@@ -353,7 +353,7 @@ def _methods_of_class_block(
             return None
         if len(members.get(name, [])) != 1:
             return None
-        text = "\n".join(block_lines[_first_line(child) - 1 : child.end_lineno])
+        text = "\n".join(block_lines[first_line(child) - 1 : child.end_lineno])
         spans.append(_method_span(members[name][0], text, lines))
     return spans or None
 
@@ -377,7 +377,7 @@ def _names(task: str, name: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", task) is not None
 
 
-def _first_line(node: ast.stmt) -> int:
+def first_line(node: ast.stmt) -> int:
     """A definition's first line, its decorators included."""
     decorators = getattr(node, "decorator_list", [])
     return min([node.lineno, *(d.lineno for d in decorators)])

@@ -495,3 +495,30 @@ def test_a_whole_file_block_is_seen_at_its_first_line_of_code(text, path):
 )
 def test_nothing_else_is_taken_for_a_whole_file_block_being_written(text):
     assert open_whole_file_block(text) is None
+
+
+def test_the_answer_begun_for_the_model_is_the_found_definitions_head_as_it_stands(tmp_path):
+    from agent.protocols.edit_blocks.feedback import Feedback
+    from agent.protocols.edit_blocks.project import ProjectFiles, TaskProgress
+    from tools.workspace import Workspace
+
+    (tmp_path / "m.py").write_text(
+        "import x\n\nclass C:\n    @property\n    def size(\n        self,\n    ) -> int:\n"
+        "        '''Doc.'''\n        return 1\n\n    def one(self): return 1\n\n@deco\ndef top(a):\n    return a\n"
+    )
+    progress = TaskProgress(partly=["m.py"])
+    feedback = Feedback(ProjectFiles(Workspace(tmp_path)), progress)
+
+    def opening(name: str) -> str:
+        progress.focus = ("m.py", name)
+        return feedback.focus_opening()
+
+    # a member's decorators and whole signature; a class to its first member's decorators
+    assert (
+        opening("C.size") == "m.py\n```python\n    @property\n    def size(\n        self,\n    ) -> int:\n"
+    )
+    assert opening("C") == "m.py\n```python\nclass C:\n"
+    assert opening("top") == "m.py\n```python\n@deco\ndef top(a):\n"
+    assert opening("C.one") == "" and opening("nope") == ""  # a one-line definition; none found
+    progress.partly = []  # shown whole: a block of the function alone would replace the whole file
+    assert opening("top") == ""

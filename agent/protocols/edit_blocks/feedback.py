@@ -16,11 +16,11 @@ from agent.protocols.edit_blocks.project import ProjectFiles, TaskProgress
 from agent.protocols.edit_blocks.prompt import BLOCKS_REMINDER, RENAME_REMINDER, partly_reminder
 from agent.protocols.edit_blocks.repairs import EXAMPLE_COPIED
 from tools.base import ToolResult
-from tools.outline import fence_for, outline, qualname
+from tools.definition_edit import DEFINITION_NODES, first_line
+from tools.outline import Definition, fence_for, outline, qualname
 from tools.rename_symbol import NAME as RENAME_SYMBOL
 from tools.shown import NOT_SHOWN, SHOWN_NOW_WHOLE
 
-_DEFINITION = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 SHOWN_FILE_LIMIT = 12_000  # characters of an edited file shown back to the model after the change
 _LINT_LINE = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+)(?::\d+)?: (?P<message>.*)$")
 
@@ -181,13 +181,12 @@ class Feedback:
             p.startswith(f"{self.progress.focus[0]} now reads") for p in shown
         ):
             return ""  # none found, or its file is shown whole just above
-        rel, name = self.progress.focus
-        text = self.files.read(rel) or ""
-        defs = outline(rel, text)
-        found = [d for d in defs if qualname(d, defs) == name]
-        if len(found) != 1:
+        found = self._focus_definition()
+        if found is None:
             return ""
-        body = "\n".join(text.splitlines()[found[0].start - 1 : found[0].end])
+        text, definition = found
+        body = "\n".join(text.splitlines()[definition.start - 1 : definition.end])
+        rel, name = self.progress.focus
         return f"`{name}` in {rel} now reads:\n{fence_for(body)}\n{body}\n{fence_for(body)}"
 
     def focus_opening(self) -> str:
@@ -196,25 +195,38 @@ class Feedback:
         Python, or a file shown whole, whose block would replace all of it)."""
         if self.progress.focus is None or self.progress.focus[0] not in self.progress.partly:
             return ""
-        rel, name = self.progress.focus
-        text = self.files.read(rel)
-        if text is None or not rel.endswith(".py"):
+        rel = self.progress.focus[0]
+        found = self._focus_definition() if rel.endswith(".py") else None
+        if found is None:
             return ""
+        text, definition = found
         try:
-            nodes: list[ast.stmt] = ast.parse(text).body
+            tree = ast.parse(text)
         except (SyntaxError, ValueError):
             return ""
-        node = None
-        for part in name.split("."):
-            found = [n for n in nodes if isinstance(n, _DEFINITION) and n.name == part]
-            node = found[0] if len(found) == 1 else None
-            if node is None:
-                return ""
-            nodes = node.body
-        assert node is not None
-        start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-        head = text.splitlines()[start - 1 : node.body[0].lineno - 1]  # empty: a one-line definition
+        # The outline starts a member at its `def` line, a top-level definition at its decorators.
+        node = next(
+            (
+                n
+                for n in ast.walk(tree)
+                if isinstance(n, DEFINITION_NODES) and definition.start in (first_line(n), n.lineno)
+            ),
+            None,
+        )
+        if node is None:
+            return ""
+        # Its decorators too (a block replaces from them), to its body's first line, decorators and all.
+        head = text.splitlines()[first_line(node) - 1 : first_line(node.body[0]) - 1]  # empty: one line
         return f"{rel}\n```python\n" + "".join(f"{line}\n" for line in head) if head else ""
+
+    def _focus_definition(self) -> tuple[str, Definition] | None:
+        """The text of the focus's file and the focus in its outline, when it is there once."""
+        assert self.progress.focus is not None
+        rel, name = self.progress.focus
+        text = self.files.read(rel) or ""
+        defs = outline(rel, text)
+        found = [d for d in defs if qualname(d, defs) == name]
+        return (text, found[0]) if len(found) == 1 else None
 
     def _show(self, path: str, notes: dict[int, str] | None = None) -> str:
         """`path now reads:` and the file in a fence, with `notes` ({line: problem}) written on their

@@ -95,7 +95,7 @@ def _through(kept: str, first: str) -> str:
     same chunk are not kept: a definition's head alone, closed, would be taken as the whole of it."""
     lines = kept.rstrip("\n").split("\n")
     closing = lines.pop()
-    opening = max(i for i, line in enumerate(lines) if line.lstrip().startswith(("```", "~~~")))
+    opening = _last_fence(lines)
     at = next((i for i in range(opening + 1, len(lines)) if lines[i] == first), len(lines) - 1)
     return "\n".join([*lines[: at + 1], closing]) + "\n"
 
@@ -103,5 +103,9 @@ def _through(kept: str, first: str) -> str:
 def _block_so_far(kept: str) -> str:
     """The code of the block `open_whole_file_block` just closed: its lines between the fences."""
     lines = kept.rstrip("\n").split("\n")[:-1]
-    opening = max(i for i, line in enumerate(lines) if line.lstrip().startswith(("```", "~~~")))
-    return "".join(f"{line}\n" for line in lines[opening + 1 :])
+    return "".join(f"{line}\n" for line in lines[_last_fence(lines) + 1 :])
+
+
+def _last_fence(lines: list[str]) -> int:
+    """Where the block just closed opened: the last fence line before its closing one."""
+    return max(i for i, line in enumerate(lines) if line.lstrip().startswith(("```", "~~~")))
