@@ -112,6 +112,7 @@ class _Written:
         self.chars = 0
         self.markdown: dict = {}  # Markdown widgets (a long answer spanned several)
         self.drawn: list[tuple[float, int]] = []  # (time, chars in the widgets) at each screen update
+        self.messages = 0  # the messages to the app that carried text deltas
         self._undo: list = []
 
     def __enter__(self) -> _Written:
@@ -155,6 +156,17 @@ class _Written:
 
         return write
 
+    def count_messages(self, app) -> None:
+        """Count the messages to `app` that carry streamed text: a message a frame, or one a token."""
+        original = app.post_message
+
+        def post_message(message) -> bool:
+            events = getattr(message, "events", None) or [getattr(message, "event", None)]
+            self.messages += any(isinstance(event, TextDelta) for event in events)
+            return original(message)
+
+        app.post_message = post_message
+
     def _screen_update(self, original):
         written = self
 
@@ -171,7 +183,8 @@ async def token_to_screen(
 ) -> dict:
     """Stream `deltas` deltas of a Markdown answer: at `rate` a second on the server's fixed schedule,
     else with `chunk_delay` between them. Returns the delays' median and p99 (ms), overall and in the
-    first and last tenth of the stream, how far the deltas fell behind the schedule, and CPU.
+    first and last tenth of the stream, how far the deltas fell behind the schedule, CPU, and the
+    messages that carried the deltas to the app.
 
     With `profile`, the app starts that profile's real llama-server instead (a GPU's own rate, issue
     25): the answer is whatever the model writes, as long as the profile's max_tokens."""
@@ -188,6 +201,7 @@ async def token_to_screen(
         ws = git_workspace(Path(scratch.name))
         app = make_app(ws, base_url=url, profile=profile)
         with _Written() as written:
+            written.count_messages(app)
             async with app.run_test(size=SIZE) as pilot:
                 await wait_for(pilot, lambda: app.ready, timeout=30 if proc else 600, what="the server")
                 app.prompt.cursor_blink = False
@@ -232,4 +246,5 @@ async def token_to_screen(
         "first_tenth_median_ms": statistics.median(delays[:tenth]), "last_tenth_median_ms": statistics.median(delays[-tenth:]),
         "first_tenth_p99_ms": percentile(delays[:tenth], 0.99), "last_tenth_p99_ms": percentile(delays[-tenth:], 0.99),
         "cpu_ms_per_delta": cpu / n * 1000, "cpu_share": cpu / wall,
+        "stream_s": stream_s, "delta_messages": written.messages,
     }  # fmt: skip
