@@ -50,7 +50,7 @@ def test_acpx_solves_the_hello_task_through_agent_acp_on_the_embedded_coder(
     embedded, tmp_path, isolated_state
 ):
     task = load_task(HELLO)
-    profile = coder_here(isolated_state)  # the built-in coder (temperature 0, 16k context), a free port
+    profile = coder_here(isolated_state, "coder")  # no drafts (temperature 0, 16k context), a free port
     (isolated_state.parent / "config" / "config.toml").write_text(f"max_turns = {task.spec.max_turns}\n")
     ws = tmp_path / "ws"
     (ws / ".agent").mkdir(parents=True)

@@ -27,7 +27,7 @@ CHECK = (
 def test_on_the_embedded_coder_the_projects_check_fails_goes_back_and_then_passes(
     embedded, tmp_path, isolated_state
 ):
-    profile = coder_here(isolated_state)  # the built-in coder (temperature 0), on a free port
+    profile = coder_here(isolated_state)  # the embedded default (temperature 0), on a free port
     ws = workspace(tmp_path)
     (ws / ".agent").mkdir()
     (ws / ".agent" / "config.toml").write_text(
