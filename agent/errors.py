@@ -122,3 +122,8 @@ class BadRequest(LLMError):
 
 class ServerFailure(LLMError):
     """Anything else: a 5xx, an unreadable answer."""
+
+
+def first_line(exc: BaseException) -> str:
+    """An error's first line, for a one-line message (its type's name when it says nothing)."""
+    return (str(exc).splitlines() or [type(exc).__name__])[0]

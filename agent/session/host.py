@@ -18,7 +18,7 @@ from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from agent.errors import AgentError, ConfigError, LLMError
+from agent.errors import AgentError, ConfigError, LLMError, first_line
 from agent.events import Compacted, Event, Notice
 from agent.server.profiles import ServerProfile, get_profile
 from agent.session import slash_commands
@@ -223,7 +223,7 @@ class SessionHost:
         try:
             await self.reopen(hosted, profile=profile, settings=settings, connection=connection)
         except (AgentError, LLMError) as exc:
-            return f"The session could not go on with {profile.name}: {_first_line(exc)}. session/load brings it back."
+            return f"The session could not go on with {profile.name}: {first_line(exc)}. session/load brings it back."
         finally:
             await self.release(left)
         return (
@@ -274,8 +274,4 @@ async def _no_switch(name: str) -> str:
 def start_failure(exc: BaseException, profile: ServerProfile) -> str:
     """Why a server did not start, in a line: the error's first, and the log's last, the likeliest reason."""
     last = last_log_line(profile).strip()
-    return _first_line(exc) + (f" (log: {last})" if last else "")
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).splitlines() or [type(exc).__name__])[0]
+    return first_line(exc) + (f" (log: {last})" if last else "")

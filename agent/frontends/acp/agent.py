@@ -64,7 +64,7 @@ from acp.schema import (
 )
 
 from agent import __version__
-from agent.errors import AgentError, LLMError
+from agent.errors import AgentError, LLMError, first_line
 from agent.events import (
     ApprovalAnswer,
     ApprovalRequested,
@@ -239,7 +239,7 @@ class SpecAgent:
             )  # fmt: skip
             hosted = await self.host.open(setup, lambda event: self._on_event(holder, early, event))
         except (AgentError, LLMError) as exc:  # a folder another agent holds, a bad config, a dead server
-            raise RequestError(-32000, _first_line(exc), {"message": str(exc)}) from exc
+            raise RequestError(-32000, first_line(exc), {"message": str(exc)}) from exc
         session = AcpSession(hosted, asyncio.Queue(), held=early)
         holder.append(session)
         session.sender = asyncio.create_task(session.send_all(self.conn, log))
@@ -437,7 +437,9 @@ class SpecAgent:
         try:
             await self.host.reopen(session.hosted, actions=mode, options={"actions": mode})
         except (AgentError, LLMError) as exc:
-            return f"The session could not go on with {profile}: {_first_line(exc)}. session/load brings it back."
+            return (
+                f"The session could not go on with {profile}: {first_line(exc)}. session/load brings it back."
+            )
         finally:
             session.reopening = False
             self._release_held(session)
@@ -491,7 +493,3 @@ class SpecAgent:
             await self._close(session)
         self.sessions.clear()
         await self.host.shutdown()
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).splitlines() or [type(exc).__name__])[0]
