@@ -101,7 +101,7 @@ def definitions_change(current: str, block: str, shown: set[str], task: str = ""
     changed = 0
     for node in news:
         text = "\n".join(block_lines[first_line(node) - 1 : node.end_lineno])
-        olds = tops.get(node.name, []) or tops.get(_renamed_from(node.name, shown, tops, task), [])
+        olds = tops.get(node.name, []) or tops.get(_renamed_from(node, shown, tops, task), [])
         if len(olds) == 1 and _same(text, "\n".join(lines[first_line(olds[0]) - 1 : olds[0].end_lineno])):
             continue  # copied as it stands (the end of a file shown as its anchor): nothing to change
         changed += 1
@@ -365,11 +365,19 @@ def _same(a: str, b: str) -> bool:
     ]
 
 
-def _renamed_from(name: str, shown: set[str], tops: dict[str, list[ast.stmt]], task: str) -> str:
-    """The one shown definition of the file that a task naming `name` renames to it, or ''."""
+def _renamed_from(node: ast.stmt, shown: set[str], tops: dict[str, list[ast.stmt]], task: str) -> str:
+    """The one shown definition of the file, of `node`'s kind (a class or a function), that a task
+    naming `node` renames to it, or ''. Of another kind it is no rename: `def total(self)` is a method
+    of the shown class `Store` that the task names (`store.Store.total()`), not Store renamed."""
+    name, kind = getattr(node, "name", ""), isinstance(node, ast.ClassDef)
     if not task or not _names(task, name):
         return ""
-    candidates = [old for old in shown if old in tops and old != name and _names(task, old)]
+    candidates = [
+        old
+        for old in shown
+        if old in tops and old != name and _names(task, old)
+        and all(isinstance(top, ast.ClassDef) == kind for top in tops[old])
+    ]  # fmt: skip
     return candidates[0] if len(candidates) == 1 else ""
 
 

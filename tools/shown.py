@@ -59,8 +59,16 @@ def mark_shown_whole(state: dict, path: Path) -> None:
 
 
 def mark_shown_definitions(state: dict, path: Path, names: list[str]) -> None:
-    """The model has seen these definitions of `path` whole: it may write them anew."""
-    state.setdefault(SHOWN_DEFINITIONS, {}).setdefault(str(path), set()).update(names)
+    """The model has seen these definitions of `path` whole: it may write them anew. A class shown
+    whole shows its methods whole too: each may be written alone (`LRUCache.__init__`)."""
+    shown = state.setdefault(SHOWN_DEFINITIONS, {}).setdefault(str(path), set())
+    shown.update(names)
+    classes = {name for name in names if "." not in name}
+    if classes:
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            defs = outline(path.name, path.read_text(encoding="utf-8"))
+            members = (qualname(d, defs) for d in defs if d.depth == 1)
+            shown.update(q for q in members if q.split(".")[0] in classes)
 
 
 def mark_task_focus(state: dict, path: Path, names: list[str]) -> None:

@@ -631,6 +631,52 @@ def test_a_short_file_holding_the_code_found_is_shown_whole_with_why(tmp_path):
     assert "src/pkg/sizes.py" in view.whole  # so it may be written whole
 
 
+def with_classes(root: Path, short_methods: int, long_methods: int) -> Path:
+    """library() with src/pkg/caches.py: a short class `Ring` and a long class `Ledger`, both keeping
+    their state in `self._slots`, set up in `__init__`."""
+    lines = ['"""Caches."""', ""]
+    for name, methods in (("Ring", short_methods), ("Ledger", long_methods)):
+        lines += [
+            "",
+            f"class {name}:",
+            "    def __init__(self, size):",
+            "        self._slots = [None] * size",
+            "",
+        ]
+        for i in range(methods):
+            lines += [
+                f"    def put_{i}(self, key, value):",
+                f"        self._slots[key % {i + 2}] = value",
+                "",
+            ]
+    lines += [f"\ndef unrelated_{i}(x):\n    return x + {i}\n" for i in range(200)]
+    (root / "src/pkg/caches.py").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def test_a_found_method_comes_with_its_short_class_whole_and_a_long_classs_init(tmp_path):
+    # A method reads and writes its class's state, which its own lines do not show: shown
+    # LRUCache.__setitem__ alone, the 1.5B wrote it around attributes LRUCache never had.
+    root = with_classes(library(tmp_path / "lib"), short_methods=3, long_methods=40)
+    view = repository_view(
+        root, "`pkg.caches.Ring.put_1(3, 'x')` stores 'x' in the wrong slot.", 12_000, fence_for
+    )
+    assert view.definitions["src/pkg/caches.py"][:2] == ["Ring.put_1", "Ring"]
+    method = view.text.index("(Ring.put_1: the task names `pkg.caches.Ring.put_1`)")
+    ring = view.text.index(
+        "(Ring: `put_1` belongs to it: its state and its other members):\n```\nclass Ring:\n"
+    )
+    assert method < ring < view.text.index("The outline of src/pkg/caches.py")
+    assert "def put_2(self, key, value):" in view.text[ring:]
+
+    view = repository_view(
+        root, "`pkg.caches.Ledger.put_30(3, 'x')` stores 'x' in the wrong slot.", 12_000, fence_for
+    )
+    assert view.definitions["src/pkg/caches.py"][:2] == ["Ledger.put_30", "Ledger.__init__"]
+    assert "(Ledger.__init__: where `Ledger` sets up the state `put_30` uses):" in view.text
+    assert "self._slots[key % 31] = value" not in view.text  # put_29's body: the outline lists the rest
+
+
 def pathless_library(tmp_path: Path, functions: int = 140) -> tuple[Path, Path]:
     """library() with a bug planted in helper_42, and a task that names the function, never its file."""
     work = library(tmp_path / "work", functions)

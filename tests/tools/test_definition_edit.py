@@ -12,7 +12,7 @@ from tools.base import TASK_TEXT, ToolContext, ToolError
 from tools.definition_edit import definitions_change
 from tools.files import WriteArgs, WriteFile
 from tools.rename_symbol import RenameSymbol, rename_call
-from tools.shown import mark_shown_definitions, mark_task_focus
+from tools.shown import mark_shown_definitions, mark_task_focus, shown_definitions
 
 CURRENT = (
     '"""Validators."""\n\nimport operator\n\n\nclass _Number:\n    def __call__(self, value):\n'
@@ -177,6 +177,40 @@ def test_a_new_definition_the_task_renames_a_shown_one_to_replaces_that_one():
     # Without a task asking for it, the same block is a new function beside the old one.
     added, _ = definitions_change(CURRENT, "def another(x):\n    return x\n", {"other", "lt"})
     assert "def other(x):" in added and added.endswith("def another(x):\n    return x\n")
+
+
+def test_a_class_shown_whole_lets_each_of_its_methods_be_written_alone(tmp_path):
+    path = tmp_path / "validators.py"
+    path.write_text(CURRENT)
+    state: dict = {}
+    mark_shown_definitions(state, path, ["lt"])
+    assert (
+        definitions_change(
+            CURRENT, "def __call__(self, value):\n    return 1\n", shown_definitions(state, path)
+        )
+        is None
+    )
+    mark_shown_definitions(state, path, ["_Number"])
+    assert shown_definitions(state, path) == {"lt", "_Number", "_Number.__call__"}
+    new, said = definitions_change(
+        CURRENT, "def __call__(self, value):\n    return 1\n", shown_definitions(state, path)
+    )
+    assert new == CURRENT.replace("return self.compare(self.bound, value)", "return 1")
+    assert said == "replaced `_Number.__call__` where it stood"
+
+
+def test_a_method_of_a_shown_class_the_task_names_is_no_rename_of_that_class():
+    # The task message shows a found method's class whole beside it (agent/core/repomap.py:
+    # classes_around), so the class is a shown definition the task names; the method written alone at
+    # column 0 is that method, not the class renamed.
+    current = (
+        "class Store:\n    def total(self):\n        return self.a - self.b\n\n\ndef f(x):\n    return x\n"
+    )
+    task = "`store.Store.total()` gives a minus b, it should give their sum."
+    fixed = "def total(self):\n    return self.a + self.b\n"
+    new, said = definitions_change(current, fixed, {"Store.total", "Store"}, task)
+    assert new == current.replace("a - self.b", "a + self.b")
+    assert said == "replaced `Store.total` where it stood"
 
 
 async def test_a_rename_written_as_a_definition_block_proposes_the_call_that_renames_its_users(
