@@ -392,6 +392,43 @@ def test_in_blocks_mode_the_definition_a_check_fails_in_is_shown_whole_from_a_lo
 
 
 @pytest.mark.slow
+def test_in_blocks_mode_a_failure_located_in_tests_alone_shows_and_asks_for_the_function_the_task_is_about(
+    tmp_path,
+):
+    # humanize-metric on the H100: a wrong value, asserted in the test, points into the test alone.
+    # Shown the test file whole and asked for "the complete new file", the 1.5B wrote the 614-line
+    # module whole, refused, for the rest of its line. The function the task is about stands in for
+    # the code located: shown as it is now, and asked for whole; the test is left to its lines.
+    check = f"PYTHONPATH=. {sys.executable} -m pytest -q -p no:cacheprovider tests/test_add.py"
+    task = task_file(
+        tmp_path,
+        "`add(2, 3)` returns -1, it should return 5.",
+        approval="full-auto",
+        check=check,
+        check_rounds=1,
+    )
+    (tmp_path / "add.py").write_text(f"def add(a, b):\n    return a - b\n\n\n{PADDING * 10}")  # shown in part
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_add.py").write_text(
+        "import add\n\n\ndef test_add():\n    assert add.add(2, 3) == 5\n"
+    )
+    fixed = {"content": "add.py\n```python\ndef add(a, b):\n    return a + b\n```"}
+    with ScriptedServer([{"content": "Done."}, fixed, {"content": "Fixed."}]) as server:
+        argv = ["run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--actions", "blocks"]
+        out = agent(*argv, "--json", "--fresh-starts", "0")
+        feedback = server.requests[1]["messages"][-1]["content"]
+    assert feedback.startswith(
+        "`add` in add.py, the code the task is about, now reads (the check failed in a test of it):\n```\n"
+        "def add(a, b):\n    return a - b\n```"
+    )
+    assert "test_add.py now reads" not in feedback  # the test: its lines only, in the failure
+    assert "tests/test_add.py, line 5 (a test: the fix usually belongs in the code it tests):" in feedback
+    assert feedback.rstrip().endswith(FAILED_DEFINITION_REMINDER.format(file="add.py", name="add"))
+    assert out.returncode == 0, out.stderr[-2000:]  # the check passed on the function written whole
+    assert (tmp_path / "add.py").read_text() == f"def add(a, b):\n    return a + b\n\n\n{PADDING * 10}"
+
+
+@pytest.mark.slow
 def test_a_failed_check_quotes_the_task_sentence_its_error_is_about(tmp_path):
     # fizzbuzz, 2026-12-06: told only `python3 fizzbuzz.py printed ''`, the 1.5B never added the block
     # the task's third sentence asks for; the sentence now comes with the failure.

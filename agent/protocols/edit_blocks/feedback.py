@@ -47,13 +47,18 @@ class Feedback:
         for location in failure.locations[:MAX_LOCATIONS]:
             located.setdefault(location.path, set()).add(location.line)
         code_located = any(not is_test_file(path) for path in located)
+        # Where the failure points into tests alone (a wrong value, asserted there), the code the task
+        # is about stands in for the code located: the definition found first, asked for whole. Shown
+        # humanize's test file whole instead, and asked for "the complete new file", the 1.5B wrote
+        # number.py's 614 lines whole, refused, for the rest of the line (humanize-metric, H100).
+        tested = None if code_located or not located else self._tested_focus()
         files, unshown, too_long, focus = [], [], False, None
         for path in dict.fromkeys([*located, *self.progress.changed]):
             text = self.files.read(path)
             notes = dict.fromkeys(located.get(path, ()), failure.error)
             with_mark = marked(path, text, notes) if text and path in located else None
             in_tests = is_test_file(path)
-            lines_only = code_located and in_tests  # a test, where the code is located: its lines only
+            lines_only = (code_located or tested is not None) and in_tests  # a test: its lines only
             if with_mark is not None and len(with_mark) <= SHOWN_FILE_LIMIT and not lines_only:
                 fence = fence_for(with_mark)
                 files.append(f"{path} now reads (the line the check points at is marked):\n{fence}\n"
@@ -70,8 +75,27 @@ class Feedback:
                     too_long = True
             else:
                 files.append(self._show(path))
+        if tested is not None and focus is None:
+            focus, shown = tested
+            files.append(shown)
         message = failure.head + (failure.where if unshown else "") + failure.tail
         return [*[f for f in files if f], message], too_long and focus is None, focus
+
+    def _tested_focus(self) -> tuple[tuple[str, str], str] | None:
+        """The definition the task message showed first, in a file shown in part, as it is now, to show
+        and ask for whole after a failure located in tests alone; None without one."""
+        if self.progress.focus is None or self.progress.focus[0] not in self.progress.partly:
+            return None
+        found = self._focus_definition()
+        if found is None:
+            return None
+        text, definition = found
+        body = "\n".join(text.splitlines()[definition.start - 1 : definition.end])
+        if len(body) > SHOWN_FILE_LIMIT:
+            return None
+        rel, name = self.progress.focus
+        said = f"`{name}` in {rel}, the code the task is about, now reads (the check failed in a test of it)"
+        return (rel, name), f"{said}:\n{fence_for(body)}\n{body}\n{fence_for(body)}"
 
     @staticmethod
     def _failed_definition(

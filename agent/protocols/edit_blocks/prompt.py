@@ -92,7 +92,7 @@ BLOCKS_REMINDER_FOCUS = (
 # ...and after a failed check that points into a definition of a file too long to show, the definition
 # shown whole: the same format as the first ask (BLOCKS_REMINDER_FOCUS), which the 1.5B follows anyway.
 FAILED_DEFINITION_REMINDER = (
-    "Act now: the check failed in `{name}` in {file}. To fix it, write {file} alone on a line, then a "
+    "Act now: the check fails on `{name}` in {file}. To fix it, write {file} alone on a line, then a "
     "fenced block holding the whole `{name}` as shown above, with the fix in it: it replaces the one in "
     "the file, and the rest of the file stays as it is. Nothing changes unless you write the blocks."
 )
