@@ -11,6 +11,7 @@ from pathlib import Path
 from agent import __version__
 from agent.errors import RUN_EXIT_CODES, ExitCode
 from agent.session.actions import protocol_names
+from agent.settings import FRESH_STARTS
 from tools.approval import MODES as APPROVAL_MODES
 
 # command path -> "module:function"
@@ -252,7 +253,7 @@ def _bench_command(commands: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     bench.add_argument(
         "--fresh-starts", type=int, metavar="N",
-        help=f"with --tasks: {FRESH_STARTS_HELP} (agent run --fresh-starts; default: each task's, else 2)",
+        help=f"with --tasks: {FRESH_STARTS_HELP} (agent run --fresh-starts; default: each task's, else {FRESH_STARTS})",
     )  # fmt: skip
     bench.add_argument(
         "--jobs", type=int, metavar="J",
@@ -321,7 +322,10 @@ def _task_commands(commands: argparse._SubParsersAction) -> None:
         help="times a failed check goes back to the model to fix (default: front matter, else 3)",
     )  # fmt: skip
     run.add_argument(
-        "--fresh-starts", type=int, metavar="N", help=FRESH_STARTS_HELP + " (default: front matter, else 2)"
+        "--fresh-starts",
+        type=int,
+        metavar="N",
+        help=f"{FRESH_STARTS_HELP} (default: front matter, else {FRESH_STARTS})",
     )
     run.add_argument("--tool-choice", choices=["auto", "required"], help=argparse.SUPPRESS)
     run.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
@@ -343,7 +347,9 @@ def _task_commands(commands: argparse._SubParsersAction) -> None:
         "one JSON event per line on stdout (as agent run)",
     )
     new.add_argument("--check", metavar="CMD", help="decides success instead of the template's check")
-    new.add_argument("--fresh-starts", type=int, metavar="N", help=FRESH_STARTS_HELP + " (default 2)")
+    new.add_argument(
+        "--fresh-starts", type=int, metavar="N", help=f"{FRESH_STARTS_HELP} (default {FRESH_STARTS})"
+    )
     new.add_argument("--no-agent", action="store_true", help="stop after the skeleton and its commit")
     new.add_argument("--force", action="store_true", help="use a non-empty DIR; existing files are kept")
     new.add_argument("--tui", action="store_true", help="build it in the interactive session")

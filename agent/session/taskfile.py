@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from agent.errors import ConfigError, ExitCode
 from agent.protocols.registry import protocol_names
+from agent.settings import FRESH_STARTS
 from agent.settings.config import describe_validation_error
 from tools.approval import MODES_IN_WORDS, ApprovalMode
 from tools.mcp import parse_servers
@@ -57,7 +58,9 @@ class TaskSpec(BaseModel):
         None, ge=0, description="Times a failed check goes back to the model to fix (default 3)."
     )
     fresh_starts: int | None = Field(
-        None, ge=0, description="Times a stuck task starts afresh, its check still failing (default 2)."
+        None,
+        ge=0,
+        description=f"Times a stuck task starts afresh, its check still failing (default {FRESH_STARTS}).",
     )
     actions: str | None = Field(
         None,

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.errors import ConfigError
+from agent.settings import FRESH_STARTS
 from agent.settings.paths import APP_NAME, PROJECT_CONFIG, cache_dir, config_dir, state_dir  # noqa: F401 (named here too)
 from agent.settings.trust import is_trusted
 from tools.approval import EDITS_UNASKED, ApprovalMode
@@ -83,7 +84,7 @@ class Settings(BaseModel):
         3, ge=0, description="How many times a failing check's output is fed back to the model per prompt."
     )
     fresh_starts: int = Field(
-        2, ge=0, description="`agent run` with a check: when the model is stuck (its check still fails "
+        FRESH_STARTS, ge=0, description="`agent run` with a check: when the model is stuck (its check still fails "
         "once it repeats itself or its rounds are over), start the task afresh up to this many times: the "
         "conversation cleared, its work kept on a branch and undone (in git), the other way of working "
         "(a plan first or not), sampled warmer. With attempts, each one starts afresh in its own worktree.",

@@ -35,6 +35,8 @@ def test_an_example_runs_to_its_end_with_the_right_exit_code_a_transcript_and_st
         profile,
         "--workdir",
         str(tmp_path),
+        "--fresh-starts",  # as many lines as before the default rose to six: each is one the tiny
+        "2",  # model cannot use, and fresh starts have tests of their own
         timeout=600,
     )
     # The tiny base model cannot write hello.py: the check fails (1), or the turn limit is hit (3).
