@@ -357,6 +357,39 @@ def test_in_blocks_mode_a_located_line_outside_any_definition_of_a_long_file_get
     assert "<<<<<<< SEARCH" in feedback.split("--- end of check output ---")[1]
 
 
+def long_add_fixed_in_blocks(tmp_path, task: str, body: str) -> str:
+    """A check of tests/test_add.py failing on add.py's `add` (`body`), in a file too long to show
+    whole; the scripted model writes `add` fixed once told. Returns the feedback after the failure,
+    having checked that the tests are left to their lines and that `add` written whole passed."""
+    check = f"PYTHONPATH=. {sys.executable} -m pytest -q -p no:cacheprovider tests/test_add.py"
+    task_path = task_file(tmp_path, task, approval="full-auto", check=check, check_rounds=1)
+    (tmp_path / "add.py").write_text(f"def add(a, b):\n{body}\n\n\n{PADDING * 10}")  # shown in part
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_add.py").write_text(
+        "import add\n\n\ndef test_add():\n    assert add.add(2, 3) == 5\n"
+    )
+    fixed = {"content": "add.py\n```python\ndef add(a, b):\n    return a + b\n```"}
+    with ScriptedServer([{"content": "Done."}, fixed, {"content": "Fixed."}]) as server:
+        argv = [
+            "run",
+            str(task_path),
+            "--base-url",
+            server.url,
+            "--workdir",
+            str(tmp_path),
+            "--actions",
+            "blocks",
+        ]
+        out = agent(*argv, "--json", "--fresh-starts", "0")
+        feedback = server.requests[1]["messages"][-1]["content"]
+    assert "test_add.py now reads" not in feedback  # the test: its lines only, in the failure
+    assert "tests/test_add.py, line 5 (a test: the fix usually belongs in the code it tests):" in feedback
+    assert feedback.rstrip().endswith(FAILED_DEFINITION_REMINDER.format(file="add.py", name="add"))
+    assert out.returncode == 0, out.stderr[-2000:]  # the check passed on the definition written whole
+    assert (tmp_path / "add.py").read_text() == f"def add(a, b):\n    return a + b\n\n\n{PADDING * 10}"
+    return feedback
+
+
 @pytest.mark.slow
 def test_in_blocks_mode_the_definition_a_check_fails_in_is_shown_whole_from_a_long_file_and_asked_whole(
     tmp_path,
@@ -364,31 +397,11 @@ def test_in_blocks_mode_the_definition_a_check_fails_in_is_shown_whole_from_a_lo
     # humanize-intcomma: shown the 150-line test file whole and asked for a SEARCH/REPLACE in the
     # 610-line number.py, the 1.5B wrote `intcomma` whole again, broken. Now the function the
     # traceback ends in is what is shown, and asked for whole; the test is left to its lines.
-    check = f"PYTHONPATH=. {sys.executable} -m pytest -q -p no:cacheprovider tests/test_add.py"
-    task = task_file(
-        tmp_path, "`add(2, 3)` raises KeyError.", approval="full-auto", check=check, check_rounds=1
-    )
-    (tmp_path / "add.py").write_text(
-        f"def add(a, b):\n    return {{}}[a]\n\n\n{PADDING * 10}"
-    )  # shown in part
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "test_add.py").write_text(
-        "import add\n\n\ndef test_add():\n    assert add.add(2, 3) == 5\n"
-    )
-    fixed = {"content": "add.py\n```python\ndef add(a, b):\n    return a + b\n```"}
-    with ScriptedServer([{"content": "Done."}, fixed, {"content": "Fixed."}]) as server:
-        argv = ["run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--actions", "blocks"]
-        out = agent(*argv, "--json")
-        feedback = server.requests[1]["messages"][-1]["content"]
+    feedback = long_add_fixed_in_blocks(tmp_path, "`add(2, 3)` raises KeyError.", "    return {}[a]")
     assert feedback.startswith(
         "`add` in add.py now reads (the line the check points at is marked):\n```\ndef add(a, b):\n"
         "    return {}[a]  # <- the check failed here: KeyError: 2\n```"
     )
-    assert "test_add.py now reads" not in feedback  # the test: its lines only, in the failure
-    assert "tests/test_add.py, line 5 (a test: the fix usually belongs in the code it tests):" in feedback
-    assert feedback.rstrip().endswith(FAILED_DEFINITION_REMINDER.format(file="add.py", name="add"))
-    assert out.returncode == 0, out.stderr[-2000:]  # the check passed on the definition written whole
-    assert (tmp_path / "add.py").read_text() == f"def add(a, b):\n    return a + b\n\n\n{PADDING * 10}"
 
 
 @pytest.mark.slow
@@ -398,34 +411,14 @@ def test_in_blocks_mode_a_failure_located_in_tests_alone_shows_and_asks_for_the_
     # humanize-metric on the H100: a wrong value, asserted in the test, points into the test alone.
     # Shown the test file whole and asked for "the complete new file", the 1.5B wrote the 614-line
     # module whole, refused, for the rest of its line. The function the task is about stands in for
-    # the code located: shown as it is now, and asked for whole; the test is left to its lines.
-    check = f"PYTHONPATH=. {sys.executable} -m pytest -q -p no:cacheprovider tests/test_add.py"
-    task = task_file(
-        tmp_path,
-        "`add(2, 3)` returns -1, it should return 5.",
-        approval="full-auto",
-        check=check,
-        check_rounds=1,
+    # the code located: shown as it is now, and asked for whole.
+    feedback = long_add_fixed_in_blocks(
+        tmp_path, "`add(2, 3)` returns -1, it should return 5.", "    return a - b"
     )
-    (tmp_path / "add.py").write_text(f"def add(a, b):\n    return a - b\n\n\n{PADDING * 10}")  # shown in part
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "test_add.py").write_text(
-        "import add\n\n\ndef test_add():\n    assert add.add(2, 3) == 5\n"
-    )
-    fixed = {"content": "add.py\n```python\ndef add(a, b):\n    return a + b\n```"}
-    with ScriptedServer([{"content": "Done."}, fixed, {"content": "Fixed."}]) as server:
-        argv = ["run", str(task), "--base-url", server.url, "--workdir", str(tmp_path), "--actions", "blocks"]
-        out = agent(*argv, "--json", "--fresh-starts", "0")
-        feedback = server.requests[1]["messages"][-1]["content"]
     assert feedback.startswith(
         "`add` in add.py, the code the task is about, now reads (the check failed in a test of it):\n```\n"
         "def add(a, b):\n    return a - b\n```"
     )
-    assert "test_add.py now reads" not in feedback  # the test: its lines only, in the failure
-    assert "tests/test_add.py, line 5 (a test: the fix usually belongs in the code it tests):" in feedback
-    assert feedback.rstrip().endswith(FAILED_DEFINITION_REMINDER.format(file="add.py", name="add"))
-    assert out.returncode == 0, out.stderr[-2000:]  # the check passed on the function written whole
-    assert (tmp_path / "add.py").read_text() == f"def add(a, b):\n    return a + b\n\n\n{PADDING * 10}"
 
 
 @pytest.mark.slow
