@@ -135,11 +135,16 @@ def fence_for(text: str) -> str:
     return "`" * max(3, longest + 1)
 
 
+def owner_of(d: Definition, defs: list[Definition]) -> Definition | None:
+    """The top-level definition (a class, an impl) holding `d`, a member; None for a top-level one."""
+    if d.depth == 0:
+        return None
+    return next((o for o in reversed(defs) if o.depth == 0 and o.start < d.start <= o.end), None)
+
+
 def qualname(d: Definition, defs: list[Definition]) -> str:
     """`Class.method` for a member, the name for a top-level definition (`defs`: the file's outline)."""
-    if d.depth == 0:
-        return d.name
-    owner = next((o for o in reversed(defs) if o.depth == 0 and o.start < d.start <= o.end), None)
+    owner = owner_of(d, defs)
     return f"{owner.name}.{d.name}" if owner else d.name
 
 

@@ -33,7 +33,7 @@ from agent.core.code_finder import Found, find_definitions, is_test_file
 from agent.core.large_repository import closely_read, is_large, likeliest
 from agent.core.stoppable import check_wanted
 from agent.settings.paths import PROJECT_CONFIG
-from tools.outline import Definition, excerpt, outline, words_of
+from tools.outline import Definition, excerpt, outline, owner_of, words_of
 from tools.search import workspace_names
 from tools.workspace import Workspace
 
@@ -49,7 +49,7 @@ NAMED_SHARE = 0.7  # of the budget, at most, for the files the task names
 FOUND_SHARE = 0.6  # of what the named files left, at most, for the code the task is found to be about
 FOUND_WHOLE_CHARS = 8000  # a file holding found code is shown whole up to this size (about 250 lines)
 FOUND_LIMIT = 4  # definitions found and shown: past the best few, a guess costs the model more than it helps
-CLASS_WHOLE_LINES = 80  # a found method's class up to this long is shown whole beside it (`classes_around`)
+CLASS_WHOLE_LINES = 80  # a found method's class up to this long is shown whole beside it (`class_context`)
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 # Words of a task that are surely code: in backticks, snake_case, camelCase, or called.
@@ -279,10 +279,10 @@ def _found_section(
             shown = view.definitions.setdefault(rel, [])
             why = {i.definition: i.why for i in items}
             wanted = [i.definition for i in items]
-            if not parts:  # the best match's class right after it (the rest are weaker guesses)
-                around = classes_around(wanted[:1], outline(rel, f.text or ""))
-                wanted[1:1] = [d for d, _ in around]
-                why.update(around)
+            # The best match's class right after it (the rest are weaker guesses).
+            if not parts and (context := class_context(wanted[0], outline(rel, f.text or ""))):
+                wanted.insert(1, context[0])
+                why[context[0]] = context[1]
             parts.append(
                 _long_file(
                     f, wanted, head, room, fence_for, shown, why, members_of_wanted_only=True, words=words
@@ -301,34 +301,22 @@ def _found_section(
     )
 
 
-def classes_around(wanted: list[Definition], defs: list[Definition]) -> list[tuple[Definition, str]]:
-    """What the methods of `wanted` need beside them, with why: its class whole where the class is short, else
-    the class's `__init__`. A method reads and writes its class's state, which its own lines do not
-    show: shown `LRUCache.__setitem__` alone, the 1.5B rewrote it around a `self.__maxsize` and a
-    `self.__order.append` that LRUCache never had, where `__init__` makes `__order` an OrderedDict
-    and `__getitem__` and `popitem` show how it is used (cachetools-lrucache-setitem)."""
-    added: list[tuple[Definition, str]] = []
-    for d in wanted:
-        owner = _owner(d, defs)
-        if d.depth != 1 or owner is None or any(owner == w for w in wanted + [a for a, _ in added]):
-            continue
-        if owner.end - owner.start + 1 <= CLASS_WHOLE_LINES:
-            added.append((owner, f"`{d.name}` belongs to it: its state and its other members"))
-            continue
-        init = next((x for x in defs if x.name == "__init__" and _owner(x, defs) == owner), None)
-        if (
-            init is not None
-            and init != d
-            and init not in wanted
-            and init.end - init.start < CLASS_WHOLE_LINES
-        ):
-            added.append((init, f"where `{owner.name}` sets up the state `{d.name}` uses"))
-    return added
-
-
-def _owner(d: Definition, defs: list[Definition]) -> Definition | None:
-    """The top-level class holding `d`, a member; None for a top-level definition."""
-    return next((x for x in defs if x.depth == 0 and x.start < d.start and d.end <= x.end), None)
+def class_context(d: Definition, defs: list[Definition]) -> tuple[Definition, str] | None:
+    """What a method found needs beside it, with why: its class whole where the class is short, else
+    the class's `__init__`; None for a top-level definition. A method reads and writes its class's
+    state, which its own lines do not show: shown `LRUCache.__setitem__` alone, the 1.5B rewrote it
+    around a `self.__maxsize` and a `self.__order.append` that LRUCache never had, where `__init__`
+    makes `__order` an OrderedDict and `__getitem__` and `popitem` show how it is used
+    (cachetools-lrucache-setitem)."""
+    owner = owner_of(d, defs)
+    if owner is None:
+        return None
+    if owner.end - owner.start + 1 <= CLASS_WHOLE_LINES:
+        return owner, f"`{d.name}` belongs to it: its state and its other members"
+    init = next((x for x in defs if x.name == "__init__" and owner_of(x, defs) == owner), None)
+    if init is None or init == d or init.end - init.start + 1 > CLASS_WHOLE_LINES:
+        return None
+    return init, f"where `{owner.name}` sets up the state `{d.name}` uses"
 
 
 def _map_entry(r: Ranked) -> str:

@@ -201,7 +201,7 @@ def test_a_class_shown_whole_lets_each_of_its_methods_be_written_alone(tmp_path)
 
 def test_a_method_of_a_shown_class_the_task_names_is_no_rename_of_that_class():
     # The task message shows a found method's class whole beside it (agent/core/repomap.py:
-    # classes_around), so the class is a shown definition the task names; the method written alone at
+    # class_context), so the class is a shown definition the task names; the method written alone at
     # column 0 is that method, not the class renamed.
     current = (
         "class Store:\n    def total(self):\n        return self.a - self.b\n\n\ndef f(x):\n    return x\n"

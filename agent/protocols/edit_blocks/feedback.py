@@ -86,12 +86,8 @@ class Feedback:
         and ask for whole after a failure located in tests alone; None without one."""
         if self.progress.focus is None or self.progress.focus[0] not in self.progress.partly:
             return None
-        found = self._focus_definition()
-        if found is None:
-            return None
-        text, definition = found
-        body = "\n".join(text.splitlines()[definition.start - 1 : definition.end])
-        if len(body) > SHOWN_FILE_LIMIT:
+        body = self._focus_body()
+        if body is None or len(body) > SHOWN_FILE_LIMIT:
             return None
         rel, name = self.progress.focus
         said = f"`{name}` in {rel}, the code the task is about, now reads (the check failed in a test of it)"
@@ -205,11 +201,9 @@ class Feedback:
             p.startswith(f"{self.progress.focus[0]} now reads") for p in shown
         ):
             return ""  # none found, or its file is shown whole just above
-        found = self._focus_definition()
-        if found is None:
+        body = self._focus_body()
+        if body is None:
             return ""
-        text, definition = found
-        body = "\n".join(text.splitlines()[definition.start - 1 : definition.end])
         rel, name = self.progress.focus
         return f"`{name}` in {rel} now reads:\n{fence_for(body)}\n{body}\n{fence_for(body)}"
 
@@ -242,6 +236,14 @@ class Feedback:
         # Its decorators too (a block replaces from them), to its body's first line, decorators and all.
         head = text.splitlines()[first_line(node) - 1 : first_line(node.body[0]) - 1]  # empty: one line
         return f"{rel}\n```python\n" + "".join(f"{line}\n" for line in head) if head else ""
+
+    def _focus_body(self) -> str | None:
+        """The focus's lines as they are now; None when it is not there once."""
+        found = self._focus_definition()
+        if found is None:
+            return None
+        text, definition = found
+        return "\n".join(text.splitlines()[definition.start - 1 : definition.end])
 
     def _focus_definition(self) -> tuple[str, Definition] | None:
         """The text of the focus's file and the focus in its outline, when it is there once."""
