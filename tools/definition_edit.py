@@ -77,11 +77,12 @@ def definitions_change(current: str, block: str, shown: set[str], task: str = ""
     A new definition whose name the task gives to one shown definition it names (the only such one:
     "rename `super_len` to `body_length`") replaces that one: the 1.5B wrote the renamed function as a
     block, which was added beside the old one (real-requests-rename-super-len)."""
+    block = _unqualified(textwrap.dedent(block), current)
+    block = _header_moved(block) or block
     try:
-        old_tree, new_tree = ast.parse(current), ast.parse(textwrap.dedent(block))
+        old_tree, new_tree = ast.parse(current), ast.parse(block)
     except (SyntaxError, ValueError):
         return None
-    block = textwrap.dedent(block)
     # Imports written above the definitions are the model saying what they use: the file keeps its
     # own, and one the change needs that the file lacks is added after (tools/edit_lint.py:
     # add_missing_imports). Refused, the 1.5B's `import math` above a fixed `humanize.intcomma` ended
@@ -97,7 +98,7 @@ def definitions_change(current: str, block: str, shown: set[str], task: str = ""
         if isinstance(node, DEFINITION_NODES):
             tops.setdefault(node.name, []).append(node)
     block_lines, lines = block.splitlines(), current.splitlines()
-    replaced, added, spans = [], [], []
+    replaced, added, spans, members_added = [], [], [], []
     changed = 0
     for node in news:
         text = "\n".join(block_lines[first_line(node) - 1 : node.end_lineno])
@@ -113,6 +114,10 @@ def definitions_change(current: str, block: str, shown: set[str], task: str = ""
                 return None  # two definitions of the name, or one the model never read: not guessed at
             spans += methods
             replaced += [f"{node.name}.{name}" for name in _names_in(node)]
+        elif olds and (merged := _class_merged(node, olds[0], block_lines, lines, task)) is not None:
+            spans.append((first_line(olds[0]), olds[0].end_lineno or 0, merged[0]))
+            replaced += [f"{node.name}.{name}" for name in merged[1]]
+            members_added += [f"{node.name}.{name}" for name in merged[2]]
         elif olds:
             spans.append((first_line(olds[0]), olds[0].end_lineno or 0, text))
             replaced.append(node.name if olds[0].name == node.name else f"{olds[0].name}` by `{node.name}")
@@ -123,7 +128,12 @@ def definitions_change(current: str, block: str, shown: set[str], task: str = ""
             return None  # `def __call__(self, ...)` alone: a method of a class, not a new function
         else:
             added.append(text)
-    if imported and not replaced:
+    if imported and not replaced and not members_added:
+        if not changed:
+            # Imports above the file's own definitions as they stand: a fix that changed nothing, to be
+            # told so. Refused as "not shown", the 1.5B was shown `metric` again and wrote it back with
+            # the same imports until its line was stopped (humanize-metric on the H100).
+            return current, ""
         return None  # imports and new code only: another file's content (tests/utils.py into utils.py)
     kept_docs = []
     for start, end, text in sorted(spans, reverse=True):
@@ -139,6 +149,8 @@ def definitions_change(current: str, block: str, shown: set[str], task: str = ""
     said = []
     if replaced:
         said.append("replaced " + ", ".join(f"`{name}`" for name in replaced) + " where it stood")
+    if members_added:
+        said.append("added " + ", ".join(f"`{name}`" for name in members_added) + " at the end of its class")
     if added:
         new_names = [node.name for node in news if node.name not in tops]
         said.append("added " + ", ".join(f"`{name}`" for name in new_names) + " at the end")
@@ -306,6 +318,46 @@ def _realigned(placed: str, old: list[str], shift: int) -> str:
     return placed
 
 
+def _unqualified(block: str, current: str) -> str:
+    """`block` with `def Class.method(` read as `def method(` where `current` defines that class: the
+    1.5B wrote `def LRUCache.__setitem__(self, key, value, ...)`, which does not parse, 8 times in one
+    task (cachetools-lrucache-setitem on the H100)."""
+
+    def named(match: re.Match) -> str:
+        defines = re.search(rf"^class[ \t]+{re.escape(match.group(2))}\b", current, re.M)
+        return match.group(1) + match.group(3) if defines else match.group(0)
+
+    return _QUALIFIED_DEF.sub(named, block)
+
+
+_QUALIFIED_DEF = re.compile(
+    r"^([ \t]*(?:async[ \t]+)?def[ \t]+)([A-Za-z_]\w*)\.([A-Za-z_]\w*)(?=[ \t]*\()", re.M
+)
+
+
+def _header_moved(block: str) -> str:
+    """`block` (one definition that does not parse) with its first lines moved right to where its
+    other lines are, where that makes it parse as one definition; '' when it parses already or no move
+    does.
+
+    The 1.5B writes a method out at column 0 for its signature and the start of its docstring, then
+    goes on at the method's columns in the file: semver's `Version.bump_prerelease`, its body 8
+    spaces deep under a `def` at column 0, was refused 15 times in one line of work. The fewest lines
+    moved that make one definition of it: those are the lines it moved left itself (a docstring's
+    lines are text, and the file's docstring is kept unless the task is about it)."""
+    if _one_definition(block) or not DEFINITION_START.match(block):
+        return ""
+    lines = block.splitlines()
+    for shift in (4, 8):
+        for k in range(1, len(lines)):
+            moved = "\n".join(
+                [*(" " * shift + line if line.strip() else line for line in lines[:k]), *lines[k:]]
+            )
+            if _one_definition(moved):
+                return textwrap.dedent(moved) + "\n"
+    return ""
+
+
 def _one_definition(code: str) -> bool:
     """Whether `code` parses as one function or class. Moving a tail must leave the method whole: a
     second copy of the tail written after the first (the coder did, at the block's column) would fall
@@ -332,6 +384,44 @@ def _statement_rows(code: str) -> set[int] | None:
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return None
     return rows
+
+
+def _class_merged(
+    node: ast.stmt, old: ast.stmt, block_lines: list[str], lines: list[str], task: str
+) -> tuple[str, list[str], list[str]] | None:
+    """(the class `old` with the methods of the class block `node` in it, those replaced, those added)
+    when the block leaves out methods the class has and the task does not name: the block is the
+    methods that change, not the class's new whole. None when it is the class whole, or holds more
+    than a docstring and methods.
+
+    Asked to add `LRUCache.peek`, the 1.5B wrote `class LRUCache(Cache):` holding `peek` alone. Read
+    as the class anew, that deleted the class's eight other methods (cachetools-lrucache-peek)."""
+    if not isinstance(node, ast.ClassDef) or not isinstance(old, ast.ClassDef):
+        return None
+    news, olds = _members(node), _members(old)
+    if all(name in news or _names(task, name) for name in olds):
+        return None
+    for child in node.body:
+        docstring = isinstance(child, ast.Expr) and isinstance(child.value, ast.Constant)
+        if not docstring and not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+    if any(len(ms) != 1 or len(olds.get(name, [])) > 1 for name, ms in news.items()):
+        return None
+    start, end = first_line(old), old.end_lineno or old.lineno
+    merged = lines[start - 1 : end]
+    indent = leading_space(lines[first_line(next(iter(olds.values()))[0]) - 1]) if olds else "    "
+    replaced, appended = [], []
+    for name, (child,) in news.items():
+        text = "\n".join(block_lines[first_line(child) - 1 : child.end_lineno])
+        if name in olds:
+            replaced.append((name, _method_span(olds[name][0], text, lines)))
+        else:
+            appended.append((name, textwrap.indent(textwrap.dedent(text), indent)))
+    for _, (first, last, placed) in sorted(replaced, key=lambda r: -r[1][0]):
+        merged[first - start : last - start + 1] = placed.splitlines()
+    for _, placed in appended:
+        merged += ["", *placed.splitlines()]
+    return "\n".join(merged), [name for name, _ in replaced], [name for name, _ in appended]
 
 
 def _methods_of_class_block(

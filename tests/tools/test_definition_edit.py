@@ -91,6 +91,14 @@ def test_imports_written_above_the_definitions_leave_the_files_own_imports_as_th
     new, said = definitions_change(CURRENT, "import operator\nimport math\n\n" + FIXED, {"_Number"})
     assert new == CURRENT.replace("self.compare(self.bound, value)", "self.compare(value, self.bound)")
     assert said == "replaced `_Number` where it stood"
+    # Imports above the file's definitions as they stand: nothing changes, and the write says so
+    # rather than refusing the file as never shown (humanize-metric on the H100)
+    same = definitions_change(
+        CURRENT,
+        "import humanize\n\n\n" + FIXED.replace("value, self.bound", "self.bound, value"),
+        {"_Number"},
+    )
+    assert same == (CURRENT, "")
     # ...but imports above new definitions only are another file's content, not a change of this one
     assert (
         definitions_change(CURRENT, "import contextlib\n\n\ndef override_environ():\n    pass\n", set())
@@ -415,3 +423,60 @@ def test_a_definition_never_shown_but_copied_as_it_stands_is_left_alone_beside_t
     assert new == CURRENT.replace("self.compare(self.bound, value)", "self.compare(value, self.bound)")
     assert said == "replaced `_Number` where it stood"
     assert definitions_change(CURRENT, FIXED + "\n\ndef other(x):\n    return 2 * x\n", {"_Number"}) is None
+
+
+STORE = (
+    "class Store:\n    def __init__(self, a, b):\n        self.a = a\n        self.b = b\n\n"
+    "    def total(self):\n        return self.a + self.b\n\n\ndef other():\n    return 1\n"
+)
+
+
+def test_a_class_block_holding_some_of_its_methods_changes_those_and_keeps_the_others():
+    """cachetools-lrucache-peek on the H100: `class LRUCache(Cache):` holding a new `peek` alone. Read
+    as the class anew, it deleted the class's eight other methods."""
+    double = "    def double(self):\n        return 2 * self.total()\n"
+    new, said = definitions_change(STORE, "class Store:\n" + double, {"Store"})
+    assert new == STORE.replace("self.b\n\n\ndef", "self.b\n\n" + double + "\n\ndef")
+    assert said == "added `Store.double` at the end of its class"
+    fixed = "class Store:\n    def total(self):\n        return self.a * self.b\n\n" + double
+    new, said = definitions_change(STORE, fixed, {"Store"})
+    assert new == STORE.replace("a + self.b", "a * self.b").replace(
+        "self.b\n\n\ndef", "self.b\n\n" + double + "\n\ndef"
+    )
+    assert said == "replaced `Store.total` where it stood and added `Store.double` at the end of its class"
+    # A method the task names may go: the block is then the class's new whole
+    without = "class Store:\n    def __init__(self, a, b):\n        self.a = a\n        self.b = b\n"
+    new, _ = definitions_change(STORE, without, {"Store"}, "Remove `Store.total`, nothing calls it.")
+    assert "def total" not in new and "def other" in new
+
+
+def test_a_method_written_under_its_qualified_name_is_that_method():
+    """cachetools-lrucache-setitem on the H100: `def LRUCache.__setitem__(self, ...)`, 8 times in one
+    task; it does not parse."""
+    new, said = definitions_change(
+        STORE, "def Store.total(self):\n    return self.a * self.b\n", {"Store.total"}
+    )
+    assert (
+        new == STORE.replace("a + self.b", "a * self.b") and said == "replaced `Store.total` where it stood"
+    )
+    # ...where the file has that class
+    assert definitions_change(STORE, "def Shop.total(self):\n    return 0\n", {"Store.total"}) is None
+
+
+def test_a_method_whose_signature_is_at_column_0_and_body_at_the_files_columns_is_that_method():
+    """semver-version-bump-prerelease on the H100: the signature and the docstring's start at column 0,
+    the rest 8 spaces deep, as in the file; refused as never shown 15 times in one line of work."""
+    written = 'def total(self):\n    """The sum.\n\n        Of both."""\n        return self.a * self.b\n'
+    new, said = definitions_change(STORE, written, {"Store.total"}, "the docstring of total says it")
+    assert said == "replaced `Store.total` where it stood"
+    assert new == STORE.replace(
+        "    def total(self):\n        return self.a + self.b",
+        '    def total(self):\n        """The sum.\n\n        Of both."""\n        return self.a * self.b',
+    )
+    # A block that no move of its first lines makes one definition of is refused, as before
+    assert (
+        definitions_change(
+            STORE, "def total(self):\n    if x:\n        return 1\n      return 2\n", {"Store.total"}
+        )
+        is None
+    )
