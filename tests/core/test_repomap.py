@@ -838,15 +838,71 @@ def test_headless_a_method_under_its_name_as_the_path_line_goes_to_its_file(tmp_
     assert not list(work.glob("Store*"))
 
 
+def test_headless_a_pathless_block_of_the_tasks_class_goes_to_its_file_and_keeps_its_other_methods(tmp_path):
+    """cachetools-lrucache-peek on the H100: "I will add the `peek` method to the `LRUCache` class" and
+    `class LRUCache(Cache):` holding `peek` alone, with no path. No file defines `peek`, so it was
+    refused for its missing path until the line was stopped. The class the task message found first
+    decides its file, and the block adds its method to the class."""
+    work = git_repo(tmp_path / "work")
+    filler = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(300))
+    store = "class Store:\n    def __init__(self):\n        self.a, self.b = 2, 3\n\n    def total(self):\n        return self.a + self.b\n\n\n"
+    (work / "store.py").write_text(store + filler)
+    (work / "shop.py").write_text("class Shop:\n    def __init__(self):\n        self.items = []\n" + filler)
+    subprocess.run(["git", "add", "-A"], cwd=work, check=True)
+    subprocess.run(["git", "commit", "-qm", "start"], cwd=work, check=True)
+    check = f"{sys.executable} -c 'from store import Store; assert Store().double() == 10 and Store().total() == 5'"
+    task = task_file(tmp_path, "Please add a `double()` method to `store.Store`: twice its `total()`.", check=check,
+                     approval="full-auto", workdir="work", max_turns=3, actions="blocks", fresh_starts=0)  # fmt: skip
+    pathless = answer(
+        "I will add the `double` method to the `Store` class:", "", f"{FENCE}python", "class Store:",
+        "    def double(self):", "        return 2 * self.total()", FENCE,
+    )  # fmt: skip
+    with ScriptedServer([pathless, answer("Done.")], n_ctx=8192) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--json")
+        told = server.requests[1]["messages"][-1]["content"] if len(server.requests) > 1 else ""
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr + told
+    double = "    def double(self):\n        return 2 * self.total()\n"
+    assert (work / "store.py").read_text() == store.replace(
+        "self.b\n\n\n", "self.b\n\n" + double + "\n\n"
+    ) + filler
+    assert (
+        (work / "shop.py")
+        .read_text()
+        .startswith("class Shop:\n    def __init__(self):\n        self.items = []\n")
+    )
+
+
 def test_headless_code_without_a_path_for_a_file_shown_in_part_is_asked_for_by_its_functions(tmp_path):
-    _, task = pathless_library(tmp_path)
-    sketch = answer("Like this:", "", f"{FENCE}python", "def helper_42(value):", "    return fix(value)", "",
+    """A block of a file's function and a new one, with no path, where neither is the function the task
+    is about: not guessed at, but asked for with its path and in the form a file shown in part takes."""
+    work, task = pathless_library(tmp_path)
+    before = (work / "src/pkg/utils.py").read_text()
+    sketch = answer("Like this:", "", f"{FENCE}python", "def helper_41(value):", "    return fix(value)", "",
                     "", "def fix(value):", "    return value + 42", FENCE)  # fmt: skip
     with ScriptedServer([sketch, answer("Done.")], n_ctx=8192) as server:
         agent("run", str(task), "--base-url", server.url, "--json")
         told = server.requests[1]["messages"][-1]["content"]
     said = "looks like a change to src/pkg/utils.py: write `src/pkg/utils.py` alone on a line, then the functions"
     assert said in told and "the whole new file" not in told
+    assert (work / "src/pkg/utils.py").read_text() == before
+
+
+def test_headless_a_pathless_block_holding_the_tasks_function_and_a_new_helper_goes_to_its_file(tmp_path):
+    """inflection-parameterize on the H100: `parameterize` with its fix calling a new helper, written
+    below it, with no path; no file defines the helper, so it was refused for its path three times.
+    The function the task message found first decides the file, and the helper is added at its end."""
+    work, task = pathless_library(tmp_path)
+    before = (work / "src/pkg/utils.py").read_text()
+    fixed = FIXED_HELPER_42.replace("total = value + 42", "total = plus_42(value)")
+    block = answer("Like this:", "", f"{FENCE}python", fixed, "", "", "def plus_42(value):",
+                   "    return value + 42", FENCE)  # fmt: skip
+    with ScriptedServer([block, answer("Done.")], n_ctx=8192) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--json")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    helper = "\n\n\ndef plus_42(value):\n    return value + 42\n"
+    assert (work / "src/pkg/utils.py").read_text() == before.replace(
+        "total = value - 42", "total = plus_42(value)"
+    ).rstrip("\n") + helper
 
 
 def test_headless_a_blind_whole_write_is_answered_with_the_file_and_the_next_answer_lands(tmp_path):

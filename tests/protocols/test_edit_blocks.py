@@ -253,6 +253,8 @@ def test_lines_that_are_not_paths(line):
         ("`docs/My Notes.md`", "docs/My Notes.md"),
         ("### `src/pkg/mod.py`", "src/pkg/mod.py"),
         ("**File: `a/b.py`**", "a/b.py"),
+        ("New file: `src/pkg/mod.py`", "src/pkg/mod.py"),
+        ("Updated file: a/b.py", "a/b.py"),
     ],
 )
 def test_lines_that_are_paths(line, path):

@@ -51,7 +51,11 @@ _FENCE = re.compile(r"^(?P<indent>[ ]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`]
 _HEAD = re.compile(r"^[ \t]*<{5,9} ?SEARCH>?[ \t]*$", re.IGNORECASE)
 _DIVIDER = re.compile(r"^[ \t]*={5,9}[ \t]*$")
 _UPDATED = re.compile(r"^[ \t]*>{5,9} ?REPLACE[ \t]*$", re.IGNORECASE)
-_PATH_PREFIX = re.compile(r"^(?:file ?name|file|path)[ \t]*:[ \t]*", re.IGNORECASE)
+# "New file: `x.py`" and "Updated file: x.py" too: the 1.5B labels a block so (4 of its fences in one
+# H100 run).
+_PATH_PREFIX = re.compile(
+    r"^(?:(?:new|updated|modified|changed|edited)[ \t]+)?(?:file ?name|file|path)[ \t]*:[ \t]*", re.IGNORECASE
+)
 # Files people name without an extension; any other single word ("Output", "python") is prose.
 _BARE_NAME = re.compile(
     r"^(?:\w*file|readme|license|licence|copying|authors|changelog|notice|codeowners|todo)$",

@@ -145,8 +145,12 @@ class AnswerRepairs:
         a file) is not adopted, and the write meets the same rules as any other (a rewrite that
         deletes most of a file asks). But for a file the task message showed in part, a block of its
         functions or classes is the format asked for: the 1.5B wrote "Here's the updated
-        `LRUCache.__setitem__` method:" and the method, with no path (cachetools-lrucache-setitem)."""
-        if len(parsed.pathless) != 1 or not (written := set(DEFINITION_NAME.findall(parsed.pathless[0]))):
+        `LRUCache.__setitem__` method:" and the method, with no path (cachetools-lrucache-setitem).
+
+        The same block given twice is one block. Where more than one file could hold it, the
+        definition the task is about decides (`focus_defined`)."""
+        pathless = list(dict.fromkeys(parsed.pathless))
+        if len(pathless) != 1 or not (written := set(DEFINITION_NAME.findall(pathless[0]))):
             return parsed
         pool = [rel for rel in (self.progress.changed or self.files.paths()) if rel.endswith(".py")]
         meant = [
@@ -154,12 +158,29 @@ class AnswerRepairs:
             for rel in pool
             if (defs := set(DEFINITION_NAME.findall(self.files.read(rel) or ""))) and defs <= written
         ] or self._partly_defining(written)
+        if len(meant) != 1:
+            meant = self._focus_defined(written) or meant
         said = next((p for p in parsed.problems if CODE_WITHOUT_PATH.search(p)), None)
         if len(meant) != 1 or said is None:
             return parsed
-        problems = list(parsed.problems)
-        problems.remove(said)
-        return ParsedAnswer([*parsed.actions, Action("write", meant[0], parsed.pathless[0])], problems)
+        problems = [p for p in parsed.problems if p != said]
+        return ParsedAnswer([*parsed.actions, Action("write", meant[0], pathless[0])], problems)
+
+    def _focus_defined(self, names: set[str]) -> list[str]:
+        """The file of the definition the task message found first, where `names` (a block's
+        definitions) hold it or its class and that file was shown in part: a block of its functions
+        or classes is what its feedback asks for. The 1.5B wrote `def __init__(self, *a, **kw):`
+        with no path for boltons' `OneToOne.__init__`; four files shown define an `__init__`, and it
+        was told to write two of the others (boltons-onetoone-init on the H100). It wrote `class
+        LRUCache(Cache):` holding a new `peek`, which no file defines (cachetools-lrucache-peek)."""
+        if self.progress.focus is None:
+            return []
+        rel, name = self.progress.focus
+        if rel not in self.progress.partly or not set(name.split(".")) & names:
+            return []
+        # Tests written beside the fix belong to a test file, not at the end of the module.
+        defined = set(DEFINITION_NAME.findall(self.files.read(rel) or ""))
+        return [] if any(n.startswith("test") and n not in defined for n in names) else [rel]
 
     def _partly_defining(self, names: set[str]) -> list[str]:
         """The files shown in part that define every one of `names` (a method too)."""
