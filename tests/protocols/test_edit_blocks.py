@@ -458,6 +458,21 @@ def test_a_comment_naming_a_file_on_a_fences_first_line_is_its_path():
     assert not parsed.problems
 
 
+@pytest.mark.parametrize("outer", ["```", "```python"])
+def test_a_path_line_and_a_fence_written_inside_a_fence_are_the_blocks_path(outer):
+    """The 1.5B wrote `inflection/__init__.py` and ```python inside a fence, 42 times in one GPU run."""
+    parsed = parse_answer(
+        f"{outer}\ninflection/__init__.py\n```python\ndef ordinal(n):\n    return 'th'\n```\n"
+    )
+    assert [(a.kind, a.path, a.content) for a in parsed.actions] == [
+        ("write", "inflection/__init__.py", "def ordinal(n):\n    return 'th'\n")
+    ]
+    assert not parsed.problems
+    # ...but a sentence above an inner fence is no path
+    parsed = parse_answer("```python\nThis line should be changed to:\n```python\nx = 1\n```\n")
+    assert not parsed.actions and len(parsed.problems) == 1
+
+
 def test_an_ordinary_first_line_comment_is_not_a_path():
     parsed = parse_answer("```python\n# compute the total\nx = 1\n```\n")
     assert not parsed.actions and len(parsed.problems) == 1
