@@ -8,6 +8,8 @@
 # start: e.g. 'fs2 8941 examples/planted --fresh-starts 2 --jobs 2' runs `agent bench fs2 --tasks
 # examples/planted --task-timeout 120 --fresh-starts 2 --jobs 2 --out /tmp/res/fs2`. The packages' sdists
 # come from .gpu/sdists (a copy of ~/.cache/spec-agent/sdists: the device reaches no package index).
+# On a machine of several GPUs (nvidia-h100-x8), the benches take the GPUs in turn, one each while
+# there are enough (CUDA_VISIBLE_DEVICES): twelve benches, three runs of four settings, in one lease.
 # poll: waits up to SECONDS while a bench runs, then says how far each got; `collect` copies each bench's
 # results (NAME.jsonl, one line a task), its log and the sessions (sessions.tgz) to $OUT.
 set -u
@@ -17,11 +19,15 @@ start)
   limit=$2; shift 2
   mkdir -p ~/.cache/spec-agent/sdists ~/.config/spec-agent/profiles /tmp/res
   cp -r .gpu/sdists/* ~/.cache/spec-agent/sdists/
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') && [ "$gpus" -gt 0 ] || gpus=1
+  k=0
   for spec in "$@"; do
     read -r name port tasks options <<< "$spec"
+    export CUDA_VISIBLE_DEVICES=$((k % gpus)); k=$((k + 1))
     sed "s/^port = .*/port = $port/" server_profiles/coder-ngram.toml > ~/.config/spec-agent/profiles/$name.toml
     mkdir -p /tmp/res/$name
-    echo "agent bench $name --tasks $tasks --task-timeout 120 $options" > /tmp/res/$name/command
+    echo "agent bench $name --tasks $tasks --task-timeout 120 $options (GPU $CUDA_VISIBLE_DEVICES of $gpus)" \
+      > /tmp/res/$name/command
     # shellcheck disable=SC2086  # the options are words
     PYTHONUNBUFFERED=1 setsid nohup timeout "$limit" agent bench $name --tasks $tasks --task-timeout 120 \
       --out /tmp/res/$name $options > /tmp/res/$name/log 2>&1 < /dev/null &
