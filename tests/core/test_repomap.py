@@ -872,6 +872,22 @@ def test_headless_a_pathless_block_of_the_tasks_class_goes_to_its_file_and_keeps
     )
 
 
+def test_headless_a_fix_given_with_its_path_then_again_without_is_written_once(tmp_path):
+    """boltons-onetoone-init on 2 cores: the fixed method under its path, then "The whole method is now
+    as follows:" and the same block without one. Taken as a second write, it was refused as changing
+    nothing, the answer was reported as a failure after its fix had landed, and the line went on."""
+    work, task = pathless_library(tmp_path)
+    before = (work / "src/pkg/utils.py").read_text()
+    both = answer("src/pkg/utils.py", f"{FENCE}python", FIXED_HELPER_42, FENCE, "",
+                  "The whole function is now as follows:", "", f"{FENCE}python", FIXED_HELPER_42, FENCE)  # fmt: skip
+    with ScriptedServer([both, answer("Done.")], n_ctx=8192) as server:
+        result = agent("run", str(task), "--base-url", server.url, "--json")
+        told = server.requests[1]["messages"][-1]["content"]
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    assert "Failed" not in told and "Not applied" not in told and told.startswith("Wrote src/pkg/utils.py")
+    assert (work / "src/pkg/utils.py").read_text() == before.replace("value - 42", "value + 42")
+
+
 def test_headless_code_without_a_path_for_a_file_shown_in_part_is_asked_for_by_its_functions(tmp_path):
     """A block of a file's function and a new one, with no path, where neither is the function the task
     is about: not guessed at, but asked for with its path and in the form a file shown in part takes."""

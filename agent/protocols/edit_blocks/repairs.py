@@ -152,6 +152,16 @@ class AnswerRepairs:
         pathless = list(dict.fromkeys(parsed.pathless))
         if len(pathless) != 1 or not (written := set(DEFINITION_NAME.findall(pathless[0]))):
             return parsed
+        given = {  # the answer's other writes, the format's example aside (dropped later)
+            normalised(a.content): a.path
+            for a in parsed.actions
+            if a.kind == "write" and a.path != EXAMPLE_PATH and not self._example_code(a)
+        }
+        if normalised(pathless[0]) in given:
+            # The block given with its path, then again "now as follows": a restatement, not a second
+            # write. Taken as one, it was refused as changing nothing and the answer reported as a
+            # failure after its fix had landed (boltons-onetoone-init on 2 cores).
+            return replace(parsed, problems=[p for p in parsed.problems if not CODE_WITHOUT_PATH.search(p)])
         pool = [rel for rel in (self.progress.changed or self.files.paths()) if rel.endswith(".py")]
         meant = [
             rel
@@ -161,8 +171,8 @@ class AnswerRepairs:
         if len(meant) != 1:
             meant = self._focus_defined(written) or meant
         said = next((p for p in parsed.problems if CODE_WITHOUT_PATH.search(p)), None)
-        if len(meant) != 1 or said is None:
-            return parsed
+        if len(meant) != 1 or said is None or meant[0] in given.values():
+            return parsed  # a file the answer writes already is written once, as the reader does
         problems = [p for p in parsed.problems if p != said]
         return ParsedAnswer([*parsed.actions, Action("write", meant[0], pathless[0])], problems)
 
