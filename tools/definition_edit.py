@@ -129,7 +129,7 @@ def definitions_change(current: str, block: str, shown: set[str], task: str = ""
         else:
             added.append(text)
     if imported and not replaced and not members_added:
-        if not changed:
+        if not added:
             # Imports above the file's own definitions as they stand: a fix that changed nothing, to be
             # told so. Refused as "not shown", the 1.5B was shown `metric` again and wrote it back with
             # the same imports until its line was stopped (humanize-metric on the H100).
@@ -414,7 +414,10 @@ def _class_merged(
     for name, (child,) in news.items():
         text = "\n".join(block_lines[first_line(child) - 1 : child.end_lineno])
         if name in olds:
-            replaced.append((name, _method_span(olds[name][0], text, lines)))
+            was = olds[name][0]
+            if _same(text, "\n".join(lines[first_line(was) - 1 : was.end_lineno])):
+                continue  # copied as it stands: not said to be replaced
+            replaced.append((name, _method_span(was, text, lines)))
         else:
             appended.append((name, textwrap.indent(textwrap.dedent(text), indent)))
     for _, (first, last, placed) in sorted(replaced, key=lambda r: -r[1][0]):

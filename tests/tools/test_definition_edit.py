@@ -444,6 +444,12 @@ def test_a_class_block_holding_some_of_its_methods_changes_those_and_keeps_the_o
         "self.b\n\n\ndef", "self.b\n\n" + double + "\n\ndef"
     )
     assert said == "replaced `Store.total` where it stood and added `Store.double` at the end of its class"
+    # Methods copied as they stand are not said to be replaced, and a block of those alone changes nothing
+    init = "    def __init__(self, a, b):\n        self.a = a\n        self.b = b\n\n"
+    _, said = definitions_change(STORE, "class Store:\n" + init + double, {"Store"})
+    assert said == "added `Store.double` at the end of its class"
+    assert definitions_change(STORE, "class Store:\n" + init, {"Store"}) == (STORE, "")
+    assert definitions_change(STORE, "import os\n\n\nclass Store:\n" + init, {"Store"}) == (STORE, "")
     # A method the task names may go: the block is then the class's new whole
     without = "class Store:\n    def __init__(self, a, b):\n        self.a = a\n        self.b = b\n"
     new, _ = definitions_change(STORE, without, {"Store"}, "Remove `Store.total`, nothing calls it.")
