@@ -345,8 +345,13 @@ def _header_moved(block: str) -> str:
     spaces deep under a `def` at column 0, was refused 15 times in one line of work. The fewest lines
     moved that make one definition of it: those are the lines it moved left itself (a docstring's
     lines are text, and the file's docstring is kept unless the task is about it)."""
-    if _one_definition(block) or not DEFINITION_START.match(block):
+    if not DEFINITION_START.match(block):
         return ""
+    try:
+        ast.parse(block)
+        return ""  # it parses: read as it is (a block of several definitions is not one moved)
+    except SyntaxError:
+        pass
     lines = block.splitlines()
     for shift in (4, 8):
         for k in range(1, len(lines)):
